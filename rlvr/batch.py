@@ -1,0 +1,85 @@
+"""The one batch object that moves forward through a step: token layout, masks, logprobs, rewards,
+advantages, group ids and per-sample metadata."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+import torch
+
+from rlvr.rollout.base import Completion
+
+
+@dataclass
+class RolloutBatch:
+    input_ids: torch.Tensor  # [N, P + C]: left-padded prompt, right-padded completion
+    attention_mask: torch.Tensor  # [N, P + C]
+    completion_mask: torch.Tensor  # [N, C] float, 1 on completion tokens
+    rollout_logprobs: torch.Tensor  # [N, C] from the sampler
+    group_ids: torch.Tensor  # [N]
+    truncated: torch.Tensor  # [N] bool
+    scores: torch.Tensor | None = None  # [N] total reward
+    advantages: torch.Tensor | None = None  # [N, C]
+    old_logprobs: torch.Tensor | None = None  # [N, C]
+    ref_logprobs: torch.Tensor | None = None  # [N, C]
+    metadata: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def completion_width(self) -> int:
+        return self.completion_mask.shape[1]
+
+    def __len__(self) -> int:
+        return self.input_ids.shape[0]
+
+    def select(self, index: torch.Tensor) -> RolloutBatch:
+        """The rows `index` (a LongTensor), trimmed to the widest completion among them."""
+        picked = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, torch.Tensor):
+                picked[f.name] = value[index]
+            elif f.name == "metadata":
+                picked[f.name] = [value[i] for i in index.tolist()] if value else []
+        out = replace(self, **picked)
+        # Trim columns that are padding in every selected row: leading prompt pads, trailing completion pads.
+        keep_c = max(1, int(out.completion_mask.sum(-1).max()))
+        width_p = out.input_ids.shape[1] - out.completion_width
+        first = int(out.attention_mask[:, :width_p].argmax(-1).min()) if width_p else 0
+        for name in ("completion_mask", "rollout_logprobs", "advantages", "old_logprobs", "ref_logprobs"):
+            value = getattr(out, name)
+            if value is not None:
+                setattr(out, name, value[:, :keep_c])
+        out.input_ids = out.input_ids[:, first : width_p + keep_c]
+        out.attention_mask = out.attention_mask[:, first : width_p + keep_c]
+        return out
+
+    @classmethod
+    def from_completions(
+        cls, prompts: list[list[int]], completions: list[list[Completion]], pad_id: int, metadata: list[dict]
+    ) -> RolloutBatch:
+        """Flatten per-prompt completion groups; group i holds the samples of prompts[i]."""
+        rows = [(g, prompts[g], c) for g, group in enumerate(completions) for c in group]
+        width_p = max(len(p) for _, p, _ in rows)
+        width_c = max(1, max(len(c.token_ids) for _, _, c in rows))
+        n = len(rows)
+        ids = torch.full((n, width_p + width_c), pad_id, dtype=torch.long)
+        attn = torch.zeros((n, width_p + width_c), dtype=torch.long)
+        cmask = torch.zeros((n, width_c))
+        logps = torch.zeros((n, width_c))
+        for r, (_, p, c) in enumerate(rows):
+            ids[r, width_p - len(p) : width_p] = torch.tensor(p)
+            attn[r, width_p - len(p) : width_p + len(c.token_ids)] = 1
+            if c.token_ids:
+                ids[r, width_p : width_p + len(c.token_ids)] = torch.tensor(c.token_ids)
+                cmask[r, : len(c.token_ids)] = 1
+                logps[r, : len(c.token_ids)] = torch.tensor(c.logprobs)
+        return cls(
+            input_ids=ids,
+            attention_mask=attn,
+            completion_mask=cmask,
+            rollout_logprobs=logps,
+            group_ids=torch.tensor([g for g, _, _ in rows]),
+            truncated=torch.tensor([c.truncated for _, _, c in rows]),
+            metadata=[metadata[g] for g, _, _ in rows],
+        )

@@ -1,0 +1,271 @@
+"""The typed schema of a run (pydantic v2), YAML recipes, and dotted command-line overrides.
+
+Units are explicit: a step trains on `data.prompts_per_step` prompts x `rollout.samples_per_prompt`
+completions each; micro-batches are counted in sequences.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from rlvr.errors import ConfigError, did_you_mean
+
+
+class Section(BaseModel):
+    """A config section: unknown keys are errors, values are validated on assignment."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class TinyModelConfig(Section):
+    """A config-built decoder plus a tokenizer trained locally on the task's text (offline demos, tests)."""
+
+    architecture: Literal["llama", "qwen2"] = "llama"
+    hidden_size: int = Field(128, gt=0)
+    num_layers: int = Field(4, gt=0)
+    num_heads: int = Field(4, gt=0)
+    intermediate_size: int = Field(512, gt=0)
+    max_position_embeddings: int = Field(256, gt=0)
+    vocab_size: int = Field(128, gt=0, description="Target vocabulary of the locally trained BPE tokenizer.")
+
+
+class ModelConfig(Section):
+    name: str = Field("tiny", description="Hub name, local HF directory, or 'tiny' for a config-built model.")
+    tokenizer: str | None = Field(None, description="Tokenizer name/path when it differs from the model's.")
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "float32"
+    attn_implementation: str | None = Field(None, description="e.g. 'sdpa', 'eager', 'flash_attention_2'.")
+    gradient_checkpointing: bool = False
+    trust_remote_code: bool = False
+    chat_template: Literal["auto", "always", "never"] = Field(
+        "auto", description="Wrap prompts with the tokenizer's chat template (auto: when it has one)."
+    )
+    tiny: TinyModelConfig = TinyModelConfig()
+
+
+class TaskConfig(Section):
+    name: str = Field(..., description="A registered task (see `rlvr tasks`).")
+    weight: float = Field(1.0, gt=0)
+    args: dict[str, Any] = Field(default_factory=dict, description="Task-specific arguments.")
+
+
+class DataConfig(Section):
+    tasks: list[TaskConfig] = Field(default_factory=lambda: [TaskConfig(name="arithmetic")], min_length=1)
+    prompts_per_step: int = Field(16, gt=0)
+    system_prompt: str | None = None
+    max_prompt_tokens: int = Field(1024, gt=0)
+
+
+class RolloutConfig(Section):
+    engine: str = "hf"
+    samples_per_prompt: int = Field(8, gt=0)
+    temperature: float = Field(1.0, gt=0)
+    top_p: float = Field(1.0, gt=0, le=1)
+    top_k: int = Field(0, ge=0, description="0 disables top-k.")
+    max_new_tokens: int = Field(256, gt=0)
+    stop: list[str] = Field(default_factory=list, description="Stop strings (kept in the completion).")
+    batch_size: int = Field(256, gt=0, description="Sequences generated together.")
+
+
+class AlgorithmConfig(Section):
+    advantage: str = "grpo"
+    advantage_epsilon: float = Field(1e-6, ge=0, description="Added to the group std (verl 1e-6, TRL 1e-4).")
+    std_unbiased: bool = Field(True, description="Group std with N-1 (verl) or N.")
+    policy_loss: str = "ppo_clip"
+    clip_eps_low: float = Field(0.2, ge=0)
+    clip_eps_high: float = Field(0.2, ge=0)
+    dual_clip_c: float | None = Field(None, gt=1, description="Dual-clip bound for negative advantages (e.g. 3).")
+    loss_aggregation: Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"] = (
+        "token-mean"
+    )
+    loss_norm_constant: int | None = Field(None, gt=0, description="seq-mean-token-sum-norm divisor; default max_new_tokens.")
+    kl_coef: float = Field(0.0, ge=0, description="Weight of KL to the frozen reference; 0 loads no reference.")
+    kl_estimator: Literal["k1", "k2", "k3", "abs"] = "k3"
+    entropy_coef: float = Field(0.0, ge=0)
+
+
+class OptimConfig(Section):
+    lr: float = Field(1e-6, gt=0)
+    schedule: Literal["constant", "linear", "cosine"] = "constant"
+    warmup_steps: int = Field(0, ge=0)
+    weight_decay: float = Field(0.0, ge=0)
+    betas: tuple[float, float] = (0.9, 0.999)
+    grad_clip: float | None = Field(1.0, gt=0)
+    micro_batch_size: int = Field(8, gt=0, description="Sequences per forward/backward.")
+    ppo_epochs: int = Field(1, gt=0)
+    mini_batches: int = Field(1, gt=0, description="Optimizer steps per epoch over the step's samples.")
+
+
+class RewardFunctionConfig(Section):
+    function: str = Field(..., description="'task' (the task's verifier), 'package.module:fn' or 'path/file.py:fn'.")
+    weight: float = 1.0
+    name: str | None = Field(None, description="Metric name; defaults to the function's name.")
+
+
+class RewardsConfig(Section):
+    functions: list[RewardFunctionConfig] = Field(
+        default_factory=lambda: [RewardFunctionConfig(function="task", name="verifier")], min_length=1
+    )
+    timeout_s: float = Field(10.0, gt=0, description="Per-item wall-clock limit.")
+    num_workers: int = Field(2, ge=1)
+
+
+class TrackingConfig(Section):
+    output_dir: str = "runs/default"
+    console: bool = True
+    tensorboard: Literal["auto", "on", "off"] = "auto"
+
+
+class CheckpointConfig(Section):
+    every_steps: int = Field(0, ge=0, description="0: only at the end.")
+    keep_last: int = Field(2, ge=1)
+
+
+class EvalConfig(Section):
+    every_steps: int = Field(0, ge=0, description="0: no evaluation during training.")
+    num_problems: int = Field(100, gt=0)
+    max_new_tokens: int | None = None
+
+
+class SFTConfig(Section):
+    """Supervised cold start on (prompt, completion) pairs; loss on completion tokens only."""
+
+    data_file: str | None = Field(None, description="JSONL/Parquet/CSV of pairs; default: the tasks' reference solutions.")
+    prompt_column: str = "prompt"
+    completion_column: str = "completion"
+    num_examples: int = Field(256, gt=0, description="Demonstrations drawn from the tasks when no data_file is given.")
+    seed_offset: int = Field(
+        1, description="Demonstrations come from the tasks' train stream at seed + seed_offset, so RL prompts are fresh."
+    )
+    epochs: int = Field(10, gt=0)
+    lr: float = Field(1e-3, gt=0)
+    batch_size: int = Field(32, gt=0, description="Sequences per optimizer step.")
+    output_dir: str | None = Field(None, description="Default: <tracking.output_dir>/sft.")
+
+
+class RunConfig(Section):
+    seed: int = 0
+    steps: int = Field(100, gt=0)
+    model: ModelConfig = ModelConfig()
+    data: DataConfig = DataConfig()
+    rollout: RolloutConfig = RolloutConfig()
+    algorithm: AlgorithmConfig = AlgorithmConfig()
+    optim: OptimConfig = OptimConfig()
+    rewards: RewardsConfig = RewardsConfig()
+    tracking: TrackingConfig = TrackingConfig()
+    checkpoint: CheckpointConfig = CheckpointConfig()
+    eval: EvalConfig = EvalConfig()
+    sft: SFTConfig = SFTConfig()
+
+    @model_validator(mode="after")
+    def _batch_divides(self) -> RunConfig:
+        samples = self.data.prompts_per_step * self.rollout.samples_per_prompt
+        if samples % self.optim.mini_batches:
+            raise ValueError(
+                f"optim.mini_batches={self.optim.mini_batches} must divide the step's samples "
+                f"(data.prompts_per_step x rollout.samples_per_prompt = {samples})"
+            )
+        return self
+
+
+# ---------------------------------------------------------------- loading and overrides
+
+
+def _section_keys(model: type[BaseModel], path: tuple[str, ...]) -> list[str]:
+    """Valid keys at `path` inside `model`, for suggestions."""
+    for part in path:
+        field = model.model_fields.get(part)
+        ann = getattr(field, "annotation", None) if field else None
+        if not (isinstance(ann, type) and issubclass(ann, BaseModel)):
+            return []
+        model = ann
+    return list(model.model_fields)
+
+
+def _format_validation_error(err: ValidationError, source: str) -> str:
+    lines = [f"Invalid configuration ({source}):"]
+    for e in err.errors():
+        loc = tuple(str(p) for p in e["loc"])
+        dotted = ".".join(loc) or "(top level)"
+        if e["type"] == "extra_forbidden":
+            hint = did_you_mean(loc[-1], _section_keys(RunConfig, tuple(p for p in loc[:-1] if not p.isdigit())))
+            valid = _section_keys(RunConfig, tuple(p for p in loc[:-1] if not p.isdigit()))
+            lines.append(f"  unknown key '{dotted}'.{hint} Valid keys here: {', '.join(valid)}.")
+        elif e["type"] == "missing":
+            lines.append(f"  '{dotted}' is required; set it in the recipe or as {dotted}=VALUE.")
+        else:
+            got = e.get("input")
+            shown = repr(got) if not isinstance(got, dict) else "a mapping"
+            msg = e["msg"].removeprefix("Value error, ")
+            lines.append(f"  '{dotted}': {msg} (got {shown}).")
+    return "\n".join(lines)
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """'optim.lr=1e-5' -> (['optim', 'lr'], 1e-05). Values are parsed as YAML scalars/lists."""
+    if "=" not in text:
+        raise ConfigError(f"Override '{text}' is not of the form key.sub=value (e.g. optim.lr=1e-5).")
+    key, raw = text.split("=", 1)
+    if not key or any(not p for p in key.split(".")):
+        raise ConfigError(f"Override '{text}' has an empty key; write it as key.sub=value.")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    # YAML reads '1e-5' as a string; numbers in scientific notation are meant as numbers.
+    if isinstance(value, str):
+        try:
+            value = float(value) if any(c in value for c in ".eE") else value
+        except ValueError:
+            pass
+    return key.split("."), value
+
+
+def apply_overrides(data: dict, overrides: list[str]) -> dict:
+    for text in overrides:
+        path, value = parse_override(text)
+        node = data
+        for part in path[:-1]:
+            child = node.get(part)
+            if child is None:
+                child = node[part] = {}
+            elif not isinstance(child, dict):
+                raise ConfigError(f"Override '{text}': '{part}' is a value, not a section.")
+            node = child
+        node[path[-1]] = value
+    return data
+
+
+def read_yaml(path: str | Path) -> dict:
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"Recipe file '{path}' does not exist. Recipes shipped with rlvr live in recipes/.")
+    try:
+        data = yaml.safe_load(p.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise ConfigError(f"Recipe '{path}' is not valid YAML: {e}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"Recipe '{path}' must be a mapping of sections (model:, data:, ...), not {type(data).__name__}.")
+    return data
+
+
+def build_config(data: dict, source: str = "config") -> RunConfig:
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as e:
+        raise ConfigError(_format_validation_error(e, source)) from None
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> RunConfig:
+    """Read a YAML recipe (optional), apply `key.sub=value` overrides, validate."""
+    data = read_yaml(path) if path else {}
+    data = apply_overrides(data, overrides or [])
+    source = f"{path}" if path else "overrides"
+    return build_config(data, source)
+
+
+def dump_config(config: RunConfig, path: str | Path) -> None:
+    Path(path).write_text(yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False))

@@ -1,0 +1,5 @@
+"""Prompt samplers and per-prompt statistics."""
+
+from rlvr.curriculum.samplers import MixtureSampler
+
+__all__ = ["MixtureSampler"]

@@ -1,0 +1,132 @@
+"""Load a policy and its tokenizer: any Hugging Face causal LM (hub name or local directory),
+or a tiny config-built model with a BPE tokenizer trained locally on the task's text."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from pathlib import Path
+
+import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    LlamaConfig,
+    LlamaForCausalLM,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+    PreTrainedTokenizerFast,
+    Qwen2Config,
+    Qwen2ForCausalLM,
+)
+
+from rlvr.config import ModelConfig, TinyModelConfig
+from rlvr.errors import RlvrError
+
+TINY = "tiny"
+PAD, EOS, UNK = "<pad>", "<eos>", "<unk>"
+
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "auto": "auto"}
+
+
+def train_tokenizer(texts: Iterable[str], vocab_size: int) -> PreTrainedTokenizerFast:
+    """A byte-level BPE tokenizer trained on `texts`; digits are always single tokens."""
+    tok = Tokenizer(models.BPE(unk_token=UNK))
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False)]
+    )
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[PAD, EOS, UNK], show_progress=False)
+    tok.train_from_iterator(texts, trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token=PAD, eos_token=EOS, unk_token=UNK)
+
+
+def build_tiny_model(spec: TinyModelConfig, tokenizer: PreTrainedTokenizerBase, seed: int) -> PreTrainedModel:
+    """A small randomly initialised Llama- or Qwen2-style decoder sized for `tokenizer`."""
+    common = dict(
+        vocab_size=len(tokenizer),
+        hidden_size=spec.hidden_size,
+        intermediate_size=spec.intermediate_size,
+        num_hidden_layers=spec.num_layers,
+        num_attention_heads=spec.num_heads,
+        num_key_value_heads=spec.num_heads,
+        max_position_embeddings=spec.max_position_embeddings,
+        tie_word_embeddings=True,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=None,
+    )
+    torch.manual_seed(seed)
+    if spec.architecture == "qwen2":
+        return Qwen2ForCausalLM(Qwen2Config(**common))
+    return LlamaForCausalLM(LlamaConfig(**common))
+
+
+def _check_local(name: str) -> None:
+    p = Path(name).expanduser()
+    looks_local = p.exists() or name.startswith(("/", ".", "~")) or name.count("/") > 1
+    if not looks_local:
+        return
+    if not p.is_dir():
+        raise RlvrError(
+            f"model.name '{name}' does not exist. Give an existing directory saved with save_pretrained "
+            f"(config.json + weights), a hub name like 'Qwen/Qwen2.5-0.5B-Instruct', or 'tiny'."
+        )
+    if not (p / "config.json").is_file():
+        raise RlvrError(f"model.name '{name}' is a directory without config.json; point it at a saved HF model directory.")
+
+
+def load_tokenizer(name: str, trust_remote_code: bool = False) -> PreTrainedTokenizerBase:
+    _check_local(name)
+    try:
+        tok = AutoTokenizer.from_pretrained(name, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError) as e:
+        raise RlvrError(f"Could not load a tokenizer from '{name}': {e}") from None
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    return tok
+
+
+def load_model(cfg: ModelConfig, name: str | None = None) -> PreTrainedModel:
+    name = name or cfg.name
+    _check_local(name)
+    kwargs = {"dtype": _DTYPES[cfg.dtype], "trust_remote_code": cfg.trust_remote_code}
+    if cfg.attn_implementation:
+        kwargs["attn_implementation"] = cfg.attn_implementation
+    try:
+        model = AutoModelForCausalLM.from_pretrained(name, **kwargs)
+    except OSError as e:
+        raise RlvrError(
+            f"Could not load model '{name}': {e}\nGive a local HF directory, or a hub name reachable from this machine."
+        ) from None
+    if cfg.gradient_checkpointing:
+        model.gradient_checkpointing_enable()
+        model.config.use_cache = False
+    return model
+
+
+def load_policy(
+    cfg: ModelConfig, seed: int, corpus: Iterable[str] | None = None
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """The trainable policy and its tokenizer. `corpus` trains the tokenizer of a tiny model."""
+    if cfg.name == TINY:
+        if corpus is None:
+            raise RlvrError("model.name=tiny needs text to train its tokenizer on; pass the task's prompts.")
+        tokenizer = train_tokenizer(corpus, cfg.tiny.vocab_size)
+        model = build_tiny_model(cfg.tiny, tokenizer, seed)
+        if cfg.dtype not in ("auto", "float32"):
+            model = model.to(_DTYPES[cfg.dtype])
+    else:
+        tokenizer = load_tokenizer(cfg.tokenizer or cfg.name, cfg.trust_remote_code)
+        model = load_model(cfg)
+    if model.generation_config is not None:
+        model.generation_config.pad_token_id = tokenizer.pad_token_id
+    logging.getLogger("transformers").setLevel(logging.ERROR)
+    return model, tokenizer
+
+
+def save_pretrained(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, path: str | Path) -> None:
+    """Write model and tokenizer so plain `from_pretrained` loads them."""
+    model.save_pretrained(path, safe_serialization=True)
+    tokenizer.save_pretrained(path)

@@ -1,0 +1,38 @@
+"""Resolve a reward function named as 'package.module:function' or 'path/to/file.py:function'."""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.util
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from rlvr.errors import ConfigError, did_you_mean
+
+
+@functools.lru_cache(maxsize=None)
+def resolve_function(spec: str) -> Callable:
+    if ":" not in spec:
+        raise ConfigError(f"Reward function '{spec}' must be 'package.module:function' or 'path/file.py:function'.")
+    target, func_name = spec.rsplit(":", 1)
+    if target.endswith(".py"):
+        path = Path(target).expanduser().resolve()
+        if not path.is_file():
+            raise ConfigError(f"Reward file '{target}' (from '{spec}') does not exist.")
+        mod_name = f"rlvr_user_reward_{abs(hash(str(path)))}"
+        module_spec = importlib.util.spec_from_file_location(mod_name, path)
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[mod_name] = module
+        module_spec.loader.exec_module(module)
+    else:
+        try:
+            module = importlib.import_module(target)
+        except ImportError as e:
+            raise ConfigError(f"Cannot import module '{target}' for reward '{spec}': {e}") from None
+    func = getattr(module, func_name, None)
+    if not callable(func):
+        names = [n for n in dir(module) if callable(getattr(module, n)) and not n.startswith("_")]
+        raise ConfigError(f"'{target}' has no function '{func_name}'.{did_you_mean(func_name, names)}")
+    return func

@@ -1,0 +1,148 @@
+"""A pool of reward worker processes with a per-item wall-clock timeout.
+
+A reward that raises is recorded as an error, one that hangs past the timeout or kills its worker is
+recorded as a timeout or crash; its worker is replaced and the remaining items go on. Such items
+score 0 and are counted in metrics, so training continues.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import time
+from collections import deque
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
+from multiprocessing.connection import wait
+from typing import Any, Literal
+
+Status = Literal["ok", "error", "timeout", "crash"]
+
+
+@dataclass
+class RewardRequest:
+    key: Hashable
+    spec: str  # 'module:function' or 'file.py:function'
+    prompt: str
+    completion: str
+    fields: dict[str, Any] = field(default_factory=dict)
+
+    def payload(self) -> tuple:
+        return (self.key, self.spec, self.prompt, self.completion, self.fields)
+
+
+@dataclass
+class RewardOutcome:
+    status: Status
+    value: float = 0.0
+    extras: dict[str, float] = field(default_factory=dict)
+    message: str = ""
+
+
+class _Worker:
+    def __init__(self, ctx):
+        from rlvr.rewards.worker import serve
+
+        self.conn, child = ctx.Pipe()
+        self.process = ctx.Process(target=serve, args=(child,), daemon=True)
+        self.process.start()
+        child.close()
+        self.pending: deque[RewardRequest] = deque()
+        self.last_progress = time.monotonic()
+
+    def send(self, chunk: list[RewardRequest]) -> None:
+        self.pending.extend(chunk)
+        self.last_progress = time.monotonic()
+        self.conn.send([r.payload() for r in chunk])
+
+    def kill(self) -> None:
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join(timeout=5)
+        self.conn.close()
+
+    def stop(self) -> None:
+        try:
+            self.conn.send(None)
+        except (BrokenPipeError, OSError):
+            pass
+        self.process.join(timeout=2)
+        self.kill()
+
+
+class RewardPool:
+    """Scores reward requests in `num_workers` processes, each item limited to `timeout_s` seconds."""
+
+    def __init__(self, num_workers: int = 2, timeout_s: float = 10.0, chunk_size: int = 64):
+        self.num_workers, self.timeout_s, self.chunk_size = num_workers, timeout_s, chunk_size
+        self._ctx = mp.get_context("forkserver")
+        self._workers: list[_Worker] = []
+        self.restarts = 0
+
+    def _ensure_workers(self) -> None:
+        while len(self._workers) < self.num_workers:
+            self._workers.append(_Worker(self._ctx))
+
+    def _replace(self, worker: _Worker) -> _Worker:
+        worker.kill()
+        self.restarts += 1
+        fresh = _Worker(self._ctx)
+        self._workers[self._workers.index(worker)] = fresh
+        return fresh
+
+    def score(self, requests: Sequence[RewardRequest]) -> dict[Hashable, RewardOutcome]:
+        self._ensure_workers()
+        results: dict[Hashable, RewardOutcome] = {}
+        size = max(1, min(self.chunk_size, -(-len(requests) // (self.num_workers * 2))))
+        queue = deque(requests[i : i + size] for i in range(0, len(requests), size))
+
+        def feed(worker: _Worker) -> None:
+            if not worker.pending and queue:
+                worker.send(list(queue.popleft()))
+
+        def fail_current(worker: _Worker, status: Status, message: str) -> None:
+            current = worker.pending.popleft()
+            results[current.key] = RewardOutcome(status, message=message)
+            rest = list(worker.pending)
+            fresh = self._replace(worker)
+            if rest:
+                fresh.send(rest)
+            else:
+                feed(fresh)
+
+        for w in self._workers:
+            feed(w)
+        while len(results) < len(requests):
+            busy = [w for w in self._workers if w.pending]
+            now = time.monotonic()
+            deadline = min(w.last_progress + self.timeout_s for w in busy)
+            ready = wait([w.conn for w in busy], timeout=max(0.0, deadline - now))
+            for w in busy:
+                if w.conn not in ready:
+                    continue
+                try:
+                    key, status, value, extras = w.conn.recv()
+                except (EOFError, OSError):
+                    fail_current(w, "crash", "the reward worker died while scoring this item")
+                    continue
+                done = w.pending.popleft()
+                assert done.key == key, "reward worker answered out of order"
+                message = extras.pop("message", "") if status == "error" else ""
+                results[key] = RewardOutcome(status, value, extras, message)
+                w.last_progress = time.monotonic()
+                feed(w)
+            now = time.monotonic()
+            for w in [w for w in self._workers if w.pending and w.conn not in ready]:
+                if now - w.last_progress > self.timeout_s:
+                    fail_current(w, "timeout", f"no result within {self.timeout_s:g} s")
+        return results
+
+    def close(self) -> None:
+        for w in self._workers:
+            w.stop()
+        self._workers.clear()
+
+    def __enter__(self) -> RewardPool:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,43 @@
+"""The reward worker process: scores requests one at a time and reports each result as it finishes."""
+
+from __future__ import annotations
+
+import math
+import traceback
+from multiprocessing.connection import Connection
+
+
+def as_reward(value) -> tuple[float, dict[str, float]]:
+    """A float, or a dict holding 'score' plus extra numbers to log."""
+    if isinstance(value, dict):
+        if "score" not in value:
+            raise ValueError(f"a reward dict must have a 'score' key, got keys {sorted(value)}")
+        extras = {k: float(v) for k, v in value.items() if k != "score"}
+        value = value["score"]
+    else:
+        extras = {}
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"a reward must be a number or a dict with 'score', got {type(value).__name__}")
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"a reward must be finite, got {value}")
+    return value, extras
+
+
+def serve(conn: Connection) -> None:
+    from rlvr.rewards.loading import resolve_function
+
+    while True:
+        try:
+            batch = conn.recv()
+        except EOFError:
+            return
+        if batch is None:
+            return
+        for key, spec, prompt, completion, fields in batch:
+            try:
+                value, extras = as_reward(resolve_function(spec)(prompt, completion, **fields))
+                conn.send((key, "ok", value, extras))
+            except Exception as e:  # a user's reward failed: report, keep serving
+                tb = traceback.format_exception_only(type(e), e)[-1].strip()
+                conn.send((key, "error", 0.0, {"message": tb}))

@@ -1,0 +1,15 @@
+"""Tasks: a prompt source plus the verifier that scores its completions.
+
+A task lists problems by split ('train' / 'eval') and index; procedural tasks are unbounded
+(`size` is None) and deterministic in (seed, split, index), so a sampler's state is just counters.
+The verifier is named as 'module:function' so reward workers can import it by itself.
+"""
+
+from __future__ import annotations
+
+from rlvr.tasks.base import Problem, Task, TASKS, make_task
+
+# Register the built-in tasks.
+from rlvr.tasks import arithmetic, dataset, reasoning_gym  # noqa: E402,F401
+
+__all__ = ["Problem", "Task", "TASKS", "make_task"]

@@ -1,0 +1,62 @@
+"""A procedural arithmetic task: 'a+b=' with integer operands; the quickstart's task."""
+
+from __future__ import annotations
+
+import random
+
+from rlvr.tasks.base import TASKS, Problem, Task
+
+OPERATORS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b}
+
+
+def parse_int(text: str) -> int | None:
+    """The integer a completion states: its text up to the first whitespace, or None."""
+    head = text.strip().split()
+    if not head:
+        return None
+    try:
+        return int(head[0])
+    except ValueError:
+        return None
+
+
+def score(prompt: str, completion: str, answer: str, **_: object) -> float:
+    """1.0 when the completion states exactly the right integer, else 0.0."""
+    value = parse_int(completion)
+    return float(value is not None and str(value) == str(answer).strip())
+
+
+@TASKS.register("arithmetic")
+class ArithmeticTask(Task):
+    """Integer arithmetic 'a+b=' with operands in [0, max_operand]; held-out problems never appear in training.
+
+    The held-out set depends on `eval_seed` only, so runs with different seeds share it."""
+
+    name = "arithmetic"
+    verifier = "rlvr.tasks.arithmetic:score"
+
+    def __init__(self, seed: int = 0, max_operand: int = 99, operators: str = "+", eval_size: int = 200,
+                 eval_seed: int = 0):
+        bad = set(operators) - set(OPERATORS)
+        if bad or not operators:
+            raise TypeError(f"operators must be a string of {''.join(OPERATORS)}, got {operators!r}")
+        self.seed, self.max_operand, self.operators, self.eval_size = seed, max_operand, operators, eval_size
+        self._eval = [self._draw(random.Random(f"eval-{eval_seed}-{i}")) for i in range(eval_size)]
+        self._eval_keys = {(a, op, b) for a, op, b in self._eval}
+
+    def _draw(self, rng: random.Random) -> tuple[int, str, int]:
+        return rng.randint(0, self.max_operand), rng.choice(self.operators), rng.randint(0, self.max_operand)
+
+    def size(self, split: str) -> int | None:
+        return self.eval_size if split == "eval" else None
+
+    def problem(self, split: str, index: int) -> Problem:
+        if split == "eval":
+            a, op, b = self._eval[index]
+        else:
+            rng = random.Random(f"{self.seed}-train-{index}")
+            a, op, b = self._draw(rng)
+            while (a, op, b) in self._eval_keys:
+                a, op, b = self._draw(rng)
+        answer = str(OPERATORS[op](a, b))
+        return Problem(uid=f"{a}{op}{b}", prompt=f"{a}{op}{b}=", answer=answer, solution=answer)

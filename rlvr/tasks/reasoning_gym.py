@@ -1,0 +1,98 @@
+"""Adapter for reasoning-gym's procedural tasks (any registered dataset by name), scored by its own
+scorer with the base class's substring partial credit turned off (it pays answers that merely contain
+the right one)."""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import Any
+
+from rlvr.errors import ConfigError, RlvrError, did_you_mean
+from rlvr.tasks.base import TASKS, Problem, Task
+
+INSTRUCTION = "Give your final answer inside <answer></answer> tags."
+
+
+def _require():
+    try:
+        import reasoning_gym
+    except ImportError:
+        raise RlvrError("The reasoning_gym task needs the 'gym' extra: pip install 'rlvr[gym]'.") from None
+    return reasoning_gym
+
+
+@functools.lru_cache(maxsize=None)
+def _scorer(name: str):
+    """The dataset's own score_answer, or exact match where it would only inherit substring credit."""
+    rg = _require()
+    from reasoning_gym.dataset import ProceduralDataset
+    from reasoning_gym.factory import DATASETS
+
+    cls, _ = DATASETS[name]
+    if cls.score_answer is ProceduralDataset.score_answer:
+        return lambda answer, entry: float(isinstance(answer, str) and answer.strip() == str(entry["answer"]).strip())
+    return rg.get_score_answer_fn(name)
+
+
+def extract_tagged(completion: str, tag: str | None) -> str | None:
+    """The text inside the last <tag>...</tag>, or the whole completion when tag is None."""
+    if tag is None:
+        return completion.strip()
+    found = re.findall(rf"<{tag}>(.*?)</{tag}>", completion, flags=re.DOTALL)
+    return found[-1].strip() if found else None
+
+
+def score(prompt: str, completion: str, answer: str, rg_dataset: str, rg_entry: dict, answer_tag: str | None = "answer",
+          **_: Any) -> float:
+    """reasoning-gym's scorer on the tagged answer; 0.0 when no answer is given."""
+    extracted = extract_tagged(completion, answer_tag)
+    if extracted is None:
+        return 0.0
+    return float(_scorer(rg_dataset)(extracted, rg_entry))
+
+
+@TASKS.register("reasoning_gym")
+class ReasoningGymTask(Task):
+    """Any reasoning-gym dataset by name (args: dataset, config, eval_size, answer_tag)."""
+
+    name = "reasoning_gym"
+    verifier = "rlvr.tasks.reasoning_gym:score"
+
+    def __init__(self, seed: int = 0, dataset: str = "basic_arithmetic", config: dict | None = None,
+                 eval_size: int = 200, answer_tag: str | None = "answer", train_size: int = 1_000_000):
+        rg = _require()
+        from reasoning_gym.factory import DATASETS
+
+        if dataset not in DATASETS:
+            raise ConfigError(
+                f"Unknown reasoning-gym dataset '{dataset}'.{did_you_mean(dataset, DATASETS)} "
+                f"See reasoning_gym.factory.DATASETS for the {len(DATASETS)} names."
+            )
+        self.dataset, self.answer_tag, self.eval_size = dataset, answer_tag, eval_size
+        try:
+            self._splits = {
+                "train": rg.create_dataset(dataset, seed=seed, size=train_size, **(config or {})),
+                "eval": rg.create_dataset(dataset, seed=seed + 1_000_003, size=eval_size, **(config or {})),
+            }
+        except (TypeError, ValueError, AssertionError) as e:
+            raise ConfigError(f"Bad reasoning-gym config for '{dataset}' (data.tasks[].args.config): {e}") from None
+
+    @property
+    def label(self) -> str:
+        return self.dataset
+
+    def size(self, split: str) -> int | None:
+        return self.eval_size if split == "eval" else None
+
+    def problem(self, split: str, index: int) -> Problem:
+        data = self._splits[split]
+        entry = data[index % len(data)]
+        prompt = entry["question"] + ("\n" + INSTRUCTION if self.answer_tag == "answer" else "")
+        return Problem(
+            uid=f"{self.dataset}-{split}-{index}",
+            prompt=prompt,
+            answer=str(entry["answer"]),
+            solution=f"<answer>{entry['answer']}</answer>" if self.answer_tag == "answer" else str(entry["answer"]),
+            fields={"rg_dataset": self.dataset, "rg_entry": entry, "answer_tag": self.answer_tag},
+        )
