@@ -21,11 +21,15 @@ from transformers import (
     Qwen2ForCausalLM,
 )
 
+from transformers.utils import logging as hf_logging
+
 from rlvr.config import ModelConfig, TinyModelConfig
 from rlvr.errors import RlvrError
 
 TINY = "tiny"
 PAD, EOS, UNK = "<pad>", "<eos>", "<unk>"
+
+hf_logging.disable_progress_bar()
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "auto": "auto"}
 

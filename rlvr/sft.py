@@ -90,7 +90,7 @@ def run_sft(cfg: RunConfig) -> Path:
                 loss.backward()
                 optimizer.step()
                 step += 1
-                logger.log(step, {"sft/loss": float(loss)})
+                logger.log(step, {"sft/loss": loss.item()})
     finally:
         logger.close()
     save_pretrained(model, tokenizer, out)

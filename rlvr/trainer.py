@@ -148,8 +148,8 @@ class Trainer:
         for name, values in scored.per_function.items():
             m[f"reward/{name}/mean"] = float(values.mean())
             m[f"reward/{name}/std"] = float(values.std(unbiased=False))
-            for kind in ("error", "timeout", "crash"):
-                m[f"reward/{name}/{kind}s"] = scored.failures[name][kind]
+            for kind, plural in (("error", "errors"), ("timeout", "timeouts"), ("crash", "crashes")):
+                m[f"reward/{name}/{plural}"] = scored.failures[name][kind]
         for key, values in scored.extras.items():
             m[f"reward/{key}"] = float(values.nanmean())
         by_task = defaultdict(list)
@@ -214,7 +214,7 @@ class Trainer:
                     loss.backward()
                     n_tok = float(mask.sum())
                     token_count += n_tok
-                    sums["loss"] += float(loss)  # micro-batch shares add up to the mini-batch loss
+                    sums["loss"] += loss.item()  # micro-batch shares add up to the mini-batch loss
                     sums["entropy"] += float((entropy.detach() * mask).sum())
                     if epoch == 0:
                         sums["logprob_diff"] += float(((logp.detach() - mb.rollout_logprobs).abs() * mask).sum())

@@ -1,0 +1,65 @@
+"""Shared fixtures: tiny, fast run configurations built offline."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+torch.set_num_threads(min(2, os.cpu_count() or 1))
+
+ROOT = Path(__file__).resolve().parent.parent
+FAST = {
+    "seed": 0,
+    "steps": 4,
+    "model": {"name": "tiny", "tiny": {"hidden_size": 32, "num_layers": 2, "num_heads": 2, "intermediate_size": 64,
+                                       "vocab_size": 48}},
+    "data": {"tasks": [{"name": "arithmetic", "args": {"max_operand": 9, "eval_size": 10}}], "prompts_per_step": 4},
+    "rollout": {"samples_per_prompt": 4, "max_new_tokens": 4},
+    "optim": {"lr": 1e-3, "micro_batch_size": 8},
+    "rewards": {"num_workers": 1, "timeout_s": 5},
+    "tracking": {"console": False, "tensorboard": "off"},
+}
+
+
+def merge(base: dict, extra: dict) -> dict:
+    out = dict(base)
+    for k, v in extra.items():
+        out[k] = merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+@pytest.fixture
+def fast_config(tmp_path):
+    """fast_config(**sections) -> a RunConfig dict with output under tmp_path."""
+
+    def make(**extra) -> dict:
+        return merge(merge(FAST, {"tracking": {"output_dir": str(tmp_path / "run")}}), extra)
+
+    return make
+
+
+@pytest.fixture
+def write_recipe(tmp_path):
+    def write(data: dict, name: str = "recipe.yaml") -> Path:
+        path = tmp_path / name
+        path.write_text(yaml.safe_dump(data))
+        return path
+
+    return write
+
+
+def rlvr_command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "rlvr", *args]
+
+
+@pytest.fixture
+def length_reward(tmp_path) -> str:
+    """A reward with variance inside every group even for an untrained model: the completion's length."""
+    path = tmp_path / "length_reward.py"
+    path.write_text("def length(prompt, completion, **fields):\n    return float(len(completion))\n")
+    return f"{path}:length"

@@ -1,0 +1,45 @@
+import pytest
+
+from rlvr.config import RunConfig, load_config, parse_override
+from rlvr.errors import ConfigError
+
+
+def test_defaults_validate_and_units_are_explicit():
+    cfg = RunConfig()
+    assert cfg.data.prompts_per_step == 16 and cfg.rollout.samples_per_prompt == 8
+    assert cfg.optim.micro_batch_size == 8
+
+
+def test_recipe_and_overrides(write_recipe):
+    path = write_recipe({"steps": 7, "optim": {"lr": 1e-5}})
+    cfg = load_config(path, ["optim.lr=2e-4", "rollout.stop=['</answer>']", "data.prompts_per_step=3"])
+    assert cfg.steps == 7
+    assert cfg.optim.lr == pytest.approx(2e-4)
+    assert cfg.rollout.stop == ["</answer>"]
+    assert cfg.data.prompts_per_step == 3
+
+
+def test_unknown_key_names_it_and_suggests_the_nearest():
+    with pytest.raises(ConfigError) as err:
+        load_config(None, ["optim.lrr=1e-5"])
+    msg = str(err.value)
+    assert "unknown key 'optim.lrr'" in msg and "Did you mean 'lr'?" in msg
+
+
+def test_wrong_value_type_names_field_and_value():
+    with pytest.raises(ConfigError) as err:
+        load_config(None, ["rollout.temperature=hot"])
+    msg = str(err.value)
+    assert "'rollout.temperature'" in msg and "'hot'" in msg and "number" in msg
+
+
+def test_mini_batches_must_divide_samples():
+    with pytest.raises(ConfigError, match="mini_batches=3 must divide"):
+        load_config(None, ["data.prompts_per_step=2", "rollout.samples_per_prompt=2", "optim.mini_batches=3"])
+
+
+def test_override_syntax_errors_are_clear():
+    with pytest.raises(ConfigError, match="key.sub=value"):
+        parse_override("optim.lr")
+    with pytest.raises(ConfigError, match="Recipe file 'nope.yaml' does not exist"):
+        load_config("nope.yaml")

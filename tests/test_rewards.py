@@ -1,0 +1,89 @@
+import json
+import textwrap
+
+import pytest
+
+from rlvr.config import build_config
+from rlvr.rewards.pool import RewardPool, RewardRequest
+from rlvr.tasks import make_task
+from rlvr.trainer import Trainer
+
+FLAKY = textwrap.dedent(
+    """
+    import os, time
+
+    def raises(prompt, completion, **fields):
+        raise RuntimeError("boom")
+
+    def hangs_on_odd(prompt, completion, answer, **fields):
+        if int(answer) % 2:
+            time.sleep(60)
+        return 1.0
+
+    def crashes_on_seven(prompt, completion, answer, **fields):
+        if answer == "7":
+            os._exit(3)
+        return 0.5
+
+    def with_extras(prompt, completion, **fields):
+        return {"score": 0.25, "length": float(len(completion))}
+
+    def not_a_number(prompt, completion, **fields):
+        return "yes"
+    """
+)
+
+
+@pytest.fixture
+def reward_file(tmp_path):
+    path = tmp_path / "flaky.py"
+    path.write_text(FLAKY)
+    return path
+
+
+def requests(spec, answers):
+    return [RewardRequest(i, spec, "p", "c", {"answer": a}) for i, a in enumerate(answers)]
+
+
+def test_pool_scores_errors_timeouts_and_crashes_and_keeps_going(reward_file):
+    with RewardPool(num_workers=2, timeout_s=1.0) as pool:
+        out = pool.score(requests(f"{reward_file}:hangs_on_odd", ["2", "3", "4", "6"]))
+        assert [out[i].status for i in range(4)] == ["ok", "timeout", "ok", "ok"]
+        assert out[0].value == 1.0 and out[1].value == 0.0
+        out = pool.score(requests(f"{reward_file}:crashes_on_seven", ["1", "7", "8"]))
+        assert [out[i].status for i in range(3)] == ["ok", "crash", "ok"]
+        assert out[2].value == 0.5
+        out = pool.score(requests(f"{reward_file}:raises", ["1"]))
+        assert out[0].status == "error" and "boom" in out[0].message
+        out = pool.score(requests(f"{reward_file}:not_a_number", ["1"]))
+        assert out[0].status == "error" and "must be a number" in out[0].message
+        out = pool.score(requests(f"{reward_file}:with_extras", ["1"]))
+        assert out[0].value == 0.25 and out[0].extras == {"length": 1.0}
+        assert pool.restarts == 2  # one per timeout/crash
+
+
+def test_training_survives_rewards_that_raise_hang_or_crash(fast_config, reward_file):
+    cfg = build_config(fast_config(
+        steps=2,
+        rewards={"timeout_s": 1.0, "functions": [
+            {"function": "task"},
+            {"function": f"{reward_file}:raises", "weight": 0.5},
+            {"function": f"{reward_file}:hangs_on_odd", "weight": 0.1},
+            {"function": f"{reward_file}:crashes_on_seven", "weight": 0.1},
+        ]},
+        data={"tasks": [{"name": "arithmetic", "args": {"max_operand": 5, "eval_size": 4}}], "prompts_per_step": 2},
+        rollout={"samples_per_prompt": 2},
+    ))
+    Trainer(cfg).fit()
+    rows = [json.loads(line) for line in open(f"{cfg.tracking.output_dir}/metrics.jsonl")]
+    assert [r["step"] for r in rows] == [1, 2]
+    task = make_task("arithmetic", 0, {"max_operand": 5, "eval_size": 4})
+    for r in rows:
+        answers = [task.problem("train", 2 * (r["step"] - 1) + i).answer for i in range(2)]
+        odd = 2 * sum(int(a) % 2 for a in answers)  # 2 samples per prompt
+        sevens = 2 * answers.count("7")
+        assert r["reward/raises/errors"] == 4 and r["reward/raises/mean"] == 0.0
+        assert r["reward/hangs_on_odd/timeouts"] == odd
+        assert r["reward/hangs_on_odd/mean"] == pytest.approx((4 - odd) / 4)
+        assert r["reward/crashes_on_seven/crashes"] == sevens
+        assert r["reward/verifier/errors"] == 0 and r["reward/verifier/timeouts"] == 0
