@@ -66,6 +66,7 @@ class RolloutConfig(Section):
     top_p: float = Field(1.0, gt=0, le=1)
     top_k: int = Field(0, ge=0, description="0 disables top-k.")
     max_new_tokens: int = Field(256, gt=0)
+    min_new_tokens: int = Field(0, ge=0, description="EOS is not sampled before this many tokens.")
     stop: list[str] = Field(default_factory=list, description="Stop strings (kept in the completion).")
     batch_size: int = Field(256, gt=0, description="Sequences generated together.")
 
@@ -141,6 +142,7 @@ class SFTConfig(Section):
         1, description="Demonstrations come from the tasks' train stream at seed + seed_offset, so RL prompts are fresh."
     )
     epochs: int = Field(10, gt=0)
+    time_budget_s: float | None = Field(None, gt=0, description="Stop after this many seconds (epochs still cap).")
     lr: float = Field(1e-3, gt=0)
     batch_size: int = Field(32, gt=0, description="Sequences per optimizer step.")
     output_dir: str | None = Field(None, description="Default: <tracking.output_dir>/sft.")

@@ -20,7 +20,6 @@ from transformers import (
     Qwen2Config,
     Qwen2ForCausalLM,
 )
-
 from transformers.utils import logging as hf_logging
 
 from rlvr.config import ModelConfig, TinyModelConfig

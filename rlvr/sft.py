@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import torch
@@ -81,10 +82,18 @@ def run_sft(cfg: RunConfig) -> Path:
     logger = MetricsLogger(out, s.epochs * steps_per_epoch, console=cfg.tracking.console, tensorboard="off",
                            description="sft")
     model.train()
-    step = 0
+    step, start = 0, time.perf_counter()
+
+    def out_of_time() -> bool:
+        return s.time_budget_s is not None and time.perf_counter() - start >= s.time_budget_s
+
     try:
         for _ in range(s.epochs):
+            if out_of_time():
+                break
             for rows in torch.randperm(len(examples)).split(s.batch_size):
+                if out_of_time():
+                    break
                 loss = sft_loss(model, [examples[i] for i in rows.tolist()], tokenizer.pad_token_id)
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()

@@ -77,7 +77,8 @@ class Trainer:
         self.engine = make_engine(cfg.rollout.engine, self.model, self.tokenizer, cfg.rollout.batch_size)
         self.params = SamplingParams(
             n=cfg.rollout.samples_per_prompt, temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p,
-            top_k=cfg.rollout.top_k, max_new_tokens=cfg.rollout.max_new_tokens, stop=cfg.rollout.stop,
+            top_k=cfg.rollout.top_k, max_new_tokens=cfg.rollout.max_new_tokens,
+            min_new_tokens=cfg.rollout.min_new_tokens, stop=cfg.rollout.stop,
         )
         o = cfg.optim
         self.optimizer = torch.optim.AdamW(

@@ -12,7 +12,7 @@ from pathlib import Path
 from rlvr.errors import ConfigError, did_you_mean
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def resolve_function(spec: str) -> Callable:
     if ":" not in spec:
         raise ConfigError(f"Reward function '{spec}' must be 'package.module:function' or 'path/file.py:function'.")

@@ -7,12 +7,16 @@ score 0 and are counted in metrics, so training continues.
 
 from __future__ import annotations
 
-import multiprocessing as mp
+import os
+import signal
+import socket
+import subprocess
+import sys
 import time
 from collections import deque
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
-from multiprocessing.connection import wait
+from multiprocessing.connection import Connection, wait
 from typing import Any, Literal
 
 Status = Literal["ok", "error", "timeout", "crash"]
@@ -39,13 +43,21 @@ class RewardOutcome:
 
 
 class _Worker:
-    def __init__(self, ctx):
-        from rlvr.rewards.worker import serve
+    """One worker: a fresh `python -m rlvr.rewards.worker` in its own session, talking over a socket pair.
 
-        self.conn, child = ctx.Pipe()
-        self.process = ctx.Process(target=serve, args=(child,), daemon=True)
-        self.process.start()
+    A plain subprocess (not multiprocessing's spawn/forkserver) never re-imports the user's __main__,
+    so scripts without an `if __name__ == "__main__"` guard work, and the whole process group
+    (anything a reward started) can be killed at once.
+    """
+
+    def __init__(self):
+        parent, child = socket.socketpair()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "rlvr.rewards.worker", str(child.fileno())],
+            pass_fds=[child.fileno()], start_new_session=True, stdin=subprocess.DEVNULL,
+        )
         child.close()
+        self.conn = Connection(parent.detach())
         self.pending: deque[RewardRequest] = deque()
         self.last_progress = time.monotonic()
 
@@ -55,17 +67,19 @@ class _Worker:
         self.conn.send([r.payload() for r in chunk])
 
     def kill(self) -> None:
-        if self.process.is_alive():
-            self.process.kill()
-        self.process.join(timeout=5)
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.process.wait(timeout=10)
         self.conn.close()
 
     def stop(self) -> None:
         try:
             self.conn.send(None)
-        except (BrokenPipeError, OSError):
+            self.process.wait(timeout=2)
+        except (BrokenPipeError, OSError, subprocess.TimeoutExpired):
             pass
-        self.process.join(timeout=2)
         self.kill()
 
 
@@ -74,18 +88,17 @@ class RewardPool:
 
     def __init__(self, num_workers: int = 2, timeout_s: float = 10.0, chunk_size: int = 64):
         self.num_workers, self.timeout_s, self.chunk_size = num_workers, timeout_s, chunk_size
-        self._ctx = mp.get_context("forkserver")
         self._workers: list[_Worker] = []
         self.restarts = 0
 
     def _ensure_workers(self) -> None:
         while len(self._workers) < self.num_workers:
-            self._workers.append(_Worker(self._ctx))
+            self._workers.append(_Worker())
 
     def _replace(self, worker: _Worker) -> _Worker:
         worker.kill()
         self.restarts += 1
-        fresh = _Worker(self._ctx)
+        fresh = _Worker()
         self._workers[self._workers.index(worker)] = fresh
         return fresh
 

@@ -25,6 +25,7 @@ def as_reward(value) -> tuple[float, dict[str, float]]:
 
 
 def serve(conn: Connection) -> None:
+    """Answer batches of (key, spec, prompt, completion, fields) until told to stop (None) or orphaned."""
     from rlvr.rewards.loading import resolve_function
 
     while True:
@@ -41,3 +42,26 @@ def serve(conn: Connection) -> None:
             except Exception as e:  # a user's reward failed: report, keep serving
                 tb = traceback.format_exception_only(type(e), e)[-1].strip()
                 conn.send((key, "error", 0.0, {"message": tb}))
+
+
+def exit_with_parent(interval_s: float = 1.0) -> None:
+    """Die when the trainer dies, even while a reward hangs (the worker runs in its own session)."""
+    import os
+    import threading
+    import time
+
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(interval_s)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+if __name__ == "__main__":
+    import sys
+
+    exit_with_parent()
+    serve(Connection(int(sys.argv[1])))

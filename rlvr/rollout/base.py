@@ -23,6 +23,7 @@ class SamplingParams:
     top_p: float = 1.0
     top_k: int = 0
     max_new_tokens: int = 256
+    min_new_tokens: int = 0  # EOS is not sampled before this many tokens (fixed-length benchmarks)
     stop: list[str] = field(default_factory=list)
     greedy: bool = False
 

@@ -53,7 +53,7 @@ class HFRolloutEngine:
             self.model.train(was_training)
         return out
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def _generate_batch(self, prompts: list[list[int]], params: SamplingParams) -> list[Completion]:
         device = next(self.model.parameters()).device
         n, width = params.n, max(len(p) for p in prompts)
@@ -75,6 +75,8 @@ class HFRolloutEngine:
             logits, mask = logits.repeat_interleave(n, 0), mask.repeat_interleave(n, 0)
             positions = positions.repeat_interleave(n, 0)
         batch = logits.shape[0]
+        # The attention mask for every decode step, allocated once: prompt mask, then ones.
+        mask = torch.cat([mask, torch.ones((batch, params.max_new_tokens), dtype=mask.dtype, device=device)], dim=1)
         next_pos = positions[:, -1] + 1
         eos = self.eos.to(device)
         finished = torch.zeros(batch, dtype=torch.bool, device=device)
@@ -83,10 +85,13 @@ class HFRolloutEngine:
         for step in range(params.max_new_tokens):
             scaled = logits.float() / params.temperature
             logp_all = torch.log_softmax(scaled, dim=-1)
+            sample_from = scaled
+            if step < params.min_new_tokens:  # a sampling constraint, like top-k: not in the logprobs
+                sample_from = scaled.index_fill(-1, eos, float("-inf"))
             if params.greedy:
-                tok = scaled.argmax(-1)
+                tok = sample_from.argmax(-1)
             else:
-                probs = filter_logits(scaled, params.top_k, params.top_p).softmax(-1)
+                probs = filter_logits(sample_from, params.top_k, params.top_p).softmax(-1)
                 tok = torch.multinomial(probs, 1).squeeze(-1)
             tok = torch.where(finished, torch.full_like(tok, self.pad_id), tok)
             tokens.append(tok)
@@ -98,9 +103,8 @@ class HFRolloutEngine:
             finished = done
             if bool(finished.all()) or step == params.max_new_tokens - 1:
                 break
-            mask = torch.cat([mask, torch.ones((batch, 1), dtype=mask.dtype, device=device)], dim=1)
             logits = self.model(
-                input_ids=tok[:, None], attention_mask=mask, position_ids=next_pos[:, None], past_key_values=cache,
+                input_ids=tok[:, None], attention_mask=mask[:, : width + step + 1], position_ids=next_pos[:, None], past_key_values=cache,
                 use_cache=True,
             ).logits[:, -1]
             next_pos = next_pos + 1

@@ -30,22 +30,30 @@ def score(prompt: str, completion: str, answer: str, **_: object) -> float:
 class ArithmeticTask(Task):
     """Integer arithmetic 'a+b=' with operands in [0, max_operand]; held-out problems never appear in training.
 
-    The held-out set depends on `eval_seed` only, so runs with different seeds share it."""
+    The held-out set depends on `eval_seed` only, so runs with different seeds share it. With
+    `mixed_digits`, each operand's digit count is uniform first, so easy and hard problems mix."""
 
     name = "arithmetic"
     verifier = "rlvr.tasks.arithmetic:score"
 
     def __init__(self, seed: int = 0, max_operand: int = 99, operators: str = "+", eval_size: int = 200,
-                 eval_seed: int = 0):
+                 eval_seed: int = 0, mixed_digits: bool = False):
         bad = set(operators) - set(OPERATORS)
         if bad or not operators:
             raise TypeError(f"operators must be a string of {''.join(OPERATORS)}, got {operators!r}")
         self.seed, self.max_operand, self.operators, self.eval_size = seed, max_operand, operators, eval_size
+        self.mixed_digits = mixed_digits
         self._eval = [self._draw(random.Random(f"eval-{eval_seed}-{i}")) for i in range(eval_size)]
         self._eval_keys = {(a, op, b) for a, op, b in self._eval}
 
+    def _operand(self, rng: random.Random) -> int:
+        if not self.mixed_digits:
+            return rng.randint(0, self.max_operand)
+        digits = rng.randint(1, len(str(self.max_operand)))  # short and long operands equally often
+        return rng.randint(0 if digits == 1 else 10 ** (digits - 1), min(self.max_operand, 10**digits - 1))
+
     def _draw(self, rng: random.Random) -> tuple[int, str, int]:
-        return rng.randint(0, self.max_operand), rng.choice(self.operators), rng.randint(0, self.max_operand)
+        return self._operand(rng), rng.choice(self.operators), self._operand(rng)
 
     def size(self, split: str) -> int | None:
         return self.eval_size if split == "eval" else None

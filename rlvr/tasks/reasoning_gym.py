@@ -22,7 +22,7 @@ def _require():
     return reasoning_gym
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _scorer(name: str):
     """The dataset's own score_answer, or exact match where it would only inherit substring credit."""
     rg = _require()
