@@ -17,8 +17,10 @@ class RolloutBatch:
     attention_mask: torch.Tensor  # [N, P + C]
     completion_mask: torch.Tensor  # [N, C] float, 1 on completion tokens
     rollout_logprobs: torch.Tensor  # [N, C] from the sampler
+    rollout_entropy: torch.Tensor  # [N, C] entropy of the sampling distribution at each token
     group_ids: torch.Tensor  # [N]
     truncated: torch.Tensor  # [N] bool
+    loss_mask: torch.Tensor | None = None  # [N, C] tokens that receive policy gradient (subset of completion_mask)
     scores: torch.Tensor | None = None  # [N] total reward
     advantages: torch.Tensor | None = None  # [N, C]
     old_logprobs: torch.Tensor | None = None  # [N, C]
@@ -46,7 +48,8 @@ class RolloutBatch:
         keep_c = max(1, int(out.completion_mask.sum(-1).max()))
         width_p = out.input_ids.shape[1] - out.completion_width
         first = int(out.attention_mask[:, :width_p].argmax(-1).min()) if width_p else 0
-        for name in ("completion_mask", "rollout_logprobs", "advantages", "old_logprobs", "ref_logprobs"):
+        for name in ("completion_mask", "loss_mask", "rollout_logprobs", "rollout_entropy", "advantages",
+                     "old_logprobs", "ref_logprobs"):
             value = getattr(out, name)
             if value is not None:
                 setattr(out, name, value[:, :keep_c])
@@ -67,6 +70,7 @@ class RolloutBatch:
         attn = torch.zeros((n, width_p + width_c), dtype=torch.long)
         cmask = torch.zeros((n, width_c))
         logps = torch.zeros((n, width_c))
+        entropy = torch.zeros((n, width_c))
         for r, (_, p, c) in enumerate(rows):
             ids[r, width_p - len(p) : width_p] = torch.tensor(p)
             attn[r, width_p - len(p) : width_p + len(c.token_ids)] = 1
@@ -74,11 +78,14 @@ class RolloutBatch:
                 ids[r, width_p : width_p + len(c.token_ids)] = torch.tensor(c.token_ids)
                 cmask[r, : len(c.token_ids)] = 1
                 logps[r, : len(c.token_ids)] = torch.tensor(c.logprobs)
+                if c.entropies:
+                    entropy[r, : len(c.token_ids)] = torch.tensor(c.entropies)
         return cls(
             input_ids=ids,
             attention_mask=attn,
             completion_mask=cmask,
             rollout_logprobs=logps,
+            rollout_entropy=entropy,
             group_ids=torch.tensor([g for g, _, _ in rows]),
             truncated=torch.tensor([c.truncated for _, _, c in rows]),
             metadata=[metadata[g] for g, _, _ in rows],

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from rlvr.errors import ConfigError, did_you_mean
 
@@ -55,6 +55,11 @@ class TaskConfig(Section):
 class DataConfig(Section):
     tasks: list[TaskConfig] = Field(default_factory=lambda: [TaskConfig(name="arithmetic")], min_length=1)
     prompts_per_step: int = Field(16, gt=0)
+    dynamic_sampling: bool = Field(
+        False, description="DAPO dynamic sampling: drop groups whose rewards are all equal and generate more prompts "
+        "until the step has prompts_per_step groups or max_sampling_rounds is reached."
+    )
+    max_sampling_rounds: int = Field(4, gt=0, description="Generation rounds per step at most (dynamic sampling).")
     system_prompt: str | None = None
     max_prompt_tokens: int = Field(1024, gt=0)
 
@@ -72,20 +77,70 @@ class RolloutConfig(Section):
 
 
 class AlgorithmConfig(Section):
-    advantage: str = "grpo"
+    """Advantage estimator, policy loss, aggregation and KL (formulas: docs/algorithms.md)."""
+
+    preset: str | None = Field(
+        None, description="Named recipe (grpo, dapo, gspo, cispo, ...; see docs/algorithms.md) whose values fill "
+        "every algorithm key not set explicitly."
+    )
+    advantage: str = Field("grpo", description="A registered advantage estimator (see `rlvr algorithms`).")
     advantage_epsilon: float = Field(1e-6, ge=0, description="Added to the group std (verl 1e-6, TRL 1e-4).")
     std_unbiased: bool = Field(True, description="Group std with N-1 (verl) or N.")
-    policy_loss: str = "ppo_clip"
+    gamma: float = Field(1.0, ge=0, le=1, description="Discount of token returns (reinforce_pp).")
+    reward_baseline: float = Field(0.0, description="Constant baseline b of the 'reinforce' estimator: A = s - b.")
+    ngrpo_max_reward: float = Field(1.0, description="Reward of NGRPO's virtual sample added to every group.")
+    positive_weight: float = Field(1.0, ge=0, description="Multiplies positive advantages (PSR weight).")
+    negative_weight: float = Field(1.0, ge=0, description="Multiplies negative advantages (NSR weight).")
+    policy_loss: str = Field("ppo_clip", description="A registered policy loss (see `rlvr algorithms`).")
     clip_eps_low: float = Field(0.2, ge=0)
     clip_eps_high: float = Field(0.2, ge=0)
     dual_clip_c: float | None = Field(None, gt=1, description="Dual-clip bound for negative advantages (e.g. 3).")
+    cispo_two_sided: bool = Field(
+        False, description="CISPO: also clip the importance weight from below at 1 - clip_eps_low (default: cap only "
+        "from above at 1 + clip_eps_high, as MiniMax-M1 and TRL)."
+    )
+    dcpo_ratio_max: float = Field(10.0, gt=1, description="DCPO: ceiling of the dynamic upper clip bound.")
     loss_aggregation: Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"] = (
         "token-mean"
     )
     loss_norm_constant: int | None = Field(None, gt=0, description="seq-mean-token-sum-norm divisor; default max_new_tokens.")
+    high_entropy_fraction: float | None = Field(
+        None, gt=0, le=1, description="Policy gradient only on this top fraction of highest-entropy tokens of a step "
+        "(forking tokens, 0.2); None: all tokens."
+    )
+    mask_truncated: bool = Field(False, description="No loss on completions cut at max_new_tokens (DAPO overlong filtering).")
     kl_coef: float = Field(0.0, ge=0, description="Weight of KL to the frozen reference; 0 loads no reference.")
-    kl_estimator: Literal["k1", "k2", "k3", "abs"] = "k3"
+    kl_estimator: Literal["k1", "k2", "k3", "abs", "k1+", "k3+"] = "k3"
+    kl_placement: Literal["loss", "reward"] = Field(
+        "loss", description="'loss': coef * KL added to the loss; 'reward': subtracted from the token rewards."
+    )
+    kl_target: float | None = Field(
+        None, gt=0, description="Adaptive KL coefficient towards this KL per token (Ziegler et al. 2019); None: fixed."
+    )
+    kl_horizon: int = Field(10000, gt=0, description="Adaptive KL controller horizon, in samples.")
     entropy_coef: float = Field(0.0, ge=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_from_preset(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or data.get("preset") is None:
+            return data
+        from rlvr.algorithms.presets import PRESETS, apply_preset
+
+        return apply_preset(data) if data["preset"] in PRESETS else data  # unknown names: see _known_preset
+
+    @field_validator("preset")
+    @classmethod
+    def _known_preset(cls, name: str | None) -> str | None:
+        if name is None:
+            return name
+        from rlvr.algorithms.presets import PRESETS
+
+        if name not in PRESETS:
+            raise ValueError(
+                f"unknown algorithm preset '{name}'.{did_you_mean(name, PRESETS)} Available: {', '.join(sorted(PRESETS))}"
+            )
+        return name
 
 
 class OptimConfig(Section):
@@ -104,6 +159,7 @@ class RewardFunctionConfig(Section):
     function: str = Field(..., description="'task' (the task's verifier), 'package.module:fn' or 'path/file.py:fn'.")
     weight: float = 1.0
     name: str | None = Field(None, description="Metric name; defaults to the function's name.")
+    args: dict[str, Any] = Field(default_factory=dict, description="Extra keyword arguments for this function.")
 
 
 class RewardsConfig(Section):
@@ -161,6 +217,21 @@ class RunConfig(Section):
     checkpoint: CheckpointConfig = CheckpointConfig()
     eval: EvalConfig = EvalConfig()
     sft: SFTConfig = SFTConfig()
+
+    @model_validator(mode="after")
+    def _preset_features(self) -> RunConfig:
+        """Loop features a preset implies (e.g. DAPO: dynamic sampling, overlong shaping), unless set explicitly."""
+        if self.algorithm.preset is None:
+            return self
+        from rlvr.algorithms.presets import get_preset
+
+        requires = get_preset(self.algorithm.preset).requires
+        if "dynamic_sampling" in requires and "dynamic_sampling" not in self.data.model_fields_set:
+            self.data.dynamic_sampling = True
+        overlong = "rlvr.rewards.shaping:overlong_penalty"
+        if "overlong_shaping" in requires and not any(f.function == overlong for f in self.rewards.functions):
+            self.rewards.functions = [*self.rewards.functions, RewardFunctionConfig(function=overlong, name="overlong")]
+        return self
 
     @model_validator(mode="after")
     def _batch_divides(self) -> RunConfig:

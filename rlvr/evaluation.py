@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rlvr.prompts import PromptEncoder
-from rlvr.rewards.composite import RewardComposer
+from rlvr.rewards.composite import RewardComposer, completion_fields
 from rlvr.rollout.base import RolloutEngine, SamplingParams
 from rlvr.tasks.base import Task
 
@@ -24,7 +24,8 @@ def greedy_accuracy(engine: RolloutEngine, encode: PromptEncoder, tasks: list[Ta
         problems = eval_problems(task, num_problems)
         prompts = [encode(p.prompt, where=f"task {task.name}, eval problem {p.uid}") for p in problems]
         completions = engine.generate(prompts, params)
-        scored = composer.score([(task, p, c[0].text) for p, c in zip(problems, completions)])
+        scored = composer.score([(task, p, c[0].text, completion_fields(c[0], max_new_tokens))
+                                 for p, c in zip(problems, completions)])
         correct = int(scored.correct.sum())
         metrics[f"eval/{task.label}/accuracy"] = correct / len(problems)
         correct_all += correct

@@ -4,6 +4,7 @@ demonstrations, run GRPO on fresh prompts with only the verifier, and compare he
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from pathlib import Path
 
@@ -45,6 +46,7 @@ def run_quickstart(seed: int = 0, output_dir: str = "runs/quickstart", overrides
     start = time.perf_counter()
     console = Console()
     out = Path(output_dir)
+    shutil.rmtree(out, ignore_errors=True)  # the quickstart owns its output directory: every run starts clean
     base = [f"seed={seed}", *(overrides or [])]
     sft_cfg = load_config(recipe, [*base, f"tracking.output_dir={out}", f"sft.output_dir={out / 'sft'}"])
     console.rule("[bold]1/3 tokenizer, tiny model, SFT on demonstrations")

@@ -51,8 +51,12 @@ class MetricsLogger:
                     raise
 
     def _truncate_after(self, step: int) -> None:
-        """On resume, drop rows of steps after the checkpoint so the file reads as one run."""
+        """A fresh run starts a fresh file; a resumed one drops rows after its checkpoint so the file reads
+        as one run."""
         if not self.path.exists():
+            return
+        if step == 0:
+            self.path.unlink()
             return
         rows = [line for line in self.path.read_text().splitlines() if line.strip()]
         kept = [r for r in rows if json.loads(r).get("step", 0) <= step]

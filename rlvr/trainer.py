@@ -12,20 +12,34 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from rlvr.algorithms import ADVANTAGES, KL_ESTIMATORS, POLICY_LOSSES, aggregate
+from rlvr.algorithms import (
+    ADVANTAGES,
+    KL_ESTIMATORS,
+    POLICY_LOSSES,
+    AdaptiveKLController,
+    AdvantageInputs,
+    compute_advantages,
+    high_entropy_token_mask,
+    kl_penalized_rewards,
+    last_token_rewards,
+    overlong_mask,
+)
 from rlvr.batch import RolloutBatch
-from rlvr.checkpoint import load_state, resolve_resume, save_checkpoint, set_rng_state
+from rlvr.checkpoint import list_checkpoints, load_state, resolve_resume, save_checkpoint, set_rng_state
 from rlvr.config import RunConfig, dump_config
 from rlvr.curriculum import MixtureSampler
+from rlvr.distributed import sum_gradients
+from rlvr.errors import RlvrError
 from rlvr.evaluation import greedy_accuracy
 from rlvr.logprobs import completion_logprobs
 from rlvr.models import TINY, load_model, load_policy, load_tokenizer, save_pretrained
 from rlvr.prompts import PromptEncoder
-from rlvr.rewards.composite import RewardComposer
+from rlvr.rewards.composite import RewardComposer, Scored, completion_fields
 from rlvr.rewards.pool import RewardPool
 from rlvr.rollout import SamplingParams, make_engine
 from rlvr.tasks import make_task
 from rlvr.tracking import MetricsLogger
+from rlvr.update import LossSetup, accumulate_gradients
 
 
 def seed_everything(seed: int) -> None:
@@ -48,38 +62,38 @@ def lr_lambda(schedule: str, warmup: int, total: int):
     return factor
 
 
-def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> float:
-    return float((values * mask).sum() / mask.sum().clamp(min=1))
-
-
 class Trainer:
     def __init__(self, config: RunConfig, resume: str | None = None):
         self.cfg = cfg = config
         self.out = Path(cfg.tracking.output_dir)
+        resume_path = resolve_resume(resume, self.out) if resume else None
+        existing = list_checkpoints(self.out / "checkpoints")
+        if existing and resume_path is None:
+            raise RlvrError(
+                f"{self.out} already holds checkpoints (newest {existing[-1].name}). Continue that run with "
+                f"--resume auto, or choose another tracking.output_dir."
+            )
         self.out.mkdir(parents=True, exist_ok=True)
         dump_config(cfg, self.out / "config.yaml")
         seed_everything(cfg.seed)
-        self.advantage_fn = ADVANTAGES.get(cfg.algorithm.advantage)
-        self.loss_fn = POLICY_LOSSES.get(cfg.algorithm.policy_loss)
-        self.kl_fn = KL_ESTIMATORS.get(cfg.algorithm.kl_estimator)
+        a = cfg.algorithm
+        ADVANTAGES.get(a.advantage)  # fail early on unknown names
         self.tasks = [make_task(t.name, cfg.seed, t.args) for t in cfg.data.tasks]
-        resume_path = resolve_resume(resume, self.out) if resume else None
 
         self.initial_model = self._initial_model_dir()
         source = str(resume_path) if resume_path else self.initial_model
         self.tokenizer = load_tokenizer(source, cfg.model.trust_remote_code)
         self.model = load_model(cfg.model, name=source)
         self.ref_model = None
-        if cfg.algorithm.kl_coef > 0:
+        if a.kl_coef > 0:
             self.ref_model = load_model(cfg.model, name=self.initial_model).eval().requires_grad_(False)
+        self.kl_control = AdaptiveKLController(a.kl_coef, a.kl_target, a.kl_horizon) if a.kl_target else None
         self.encode = PromptEncoder(self.tokenizer, cfg.model.chat_template, cfg.data.system_prompt,
                                     cfg.data.max_prompt_tokens)
         self.engine = make_engine(cfg.rollout.engine, self.model, self.tokenizer, cfg.rollout.batch_size)
-        self.params = SamplingParams(
-            n=cfg.rollout.samples_per_prompt, temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p,
-            top_k=cfg.rollout.top_k, max_new_tokens=cfg.rollout.max_new_tokens,
-            min_new_tokens=cfg.rollout.min_new_tokens, stop=cfg.rollout.stop,
-        )
+        r = cfg.rollout
+        self.params = SamplingParams(n=r.samples_per_prompt, temperature=r.temperature, top_p=r.top_p, top_k=r.top_k,
+                                     max_new_tokens=r.max_new_tokens, min_new_tokens=r.min_new_tokens, stop=r.stop)
         o = cfg.optim
         self.optimizer = torch.optim.AdamW(
             [p for p in self.model.parameters() if p.requires_grad], lr=o.lr, betas=o.betas, weight_decay=o.weight_decay
@@ -91,12 +105,16 @@ class Trainer:
         self.sampler = MixtureSampler(self.tasks, [t.weight for t in cfg.data.tasks], cfg.seed)
         self.pool = RewardPool(cfg.rewards.num_workers, cfg.rewards.timeout_s)
         self.composer = RewardComposer(cfg.rewards.functions, self.pool)
+        self.advantage_history: dict = {}
         self.step = 0
         if resume_path:
             state = load_state(resume_path)
             self.optimizer.load_state_dict(state["optimizer"])
             self.scheduler.load_state_dict(state["scheduler"])
             self.sampler.load_state_dict(state["sampler"])
+            self.advantage_history = state["advantage_history"]
+            if self.kl_control is not None:
+                self.kl_control.load_state_dict(state["kl_control"])
             set_rng_state(state["rng"])
             self.step = state["step"]
 
@@ -111,56 +129,114 @@ class Trainer:
             save_pretrained(model, tokenizer, path)
         return str(path)
 
-    # ------------------------------------------------------------------ one step
+    @property
+    def kl_coef(self) -> float:
+        return self.kl_control.value if self.kl_control is not None else self.cfg.algorithm.kl_coef
+
+    # ------------------------------------------------------------------ rollout
+
+    def _generate_round(self, count: int):
+        """Draw `count` prompts, sample their groups, score every sample."""
+        drawn = self.sampler.next_batch(count)
+        prompts = [self.encode(p.prompt, where=f"task {self.tasks[t].label}, problem {p.uid}") for t, p in drawn]
+        groups = self.engine.generate(prompts, self.params)
+        samples = [(self.tasks[t], p, c.text, completion_fields(c, self.params.max_new_tokens))
+                   for (t, p), group in zip(drawn, groups) for c in group]
+        return drawn, prompts, groups, self.composer.score(samples)
 
     def rollout(self) -> tuple[RolloutBatch, dict[str, float]]:
-        drawn = self.sampler.next_batch(self.cfg.data.prompts_per_step)
-        prompts = [self.encode(p.prompt, where=f"task {self.tasks[t].label}, problem {p.uid}") for t, p in drawn]
+        """One step's samples. With dynamic sampling (DAPO), groups whose rewards are all equal are dropped
+        and further full rounds are generated until the step has prompts_per_step groups or the round limit."""
+        d, n = self.cfg.data, self.params.n
         t0 = time.perf_counter()
-        groups = self.engine.generate(prompts, self.params)
+        kept: list[tuple] = []  # (drawn item, prompt ids, completions, round scores, rows)
+        all_scores: list[Scored] = []
+        rounds, gen_tokens = 0, 0
+        while len(kept) < d.prompts_per_step and rounds < (d.max_sampling_rounds if d.dynamic_sampling else 1):
+            drawn, prompts, groups, scored = self._generate_round(d.prompts_per_step)
+            rounds += 1
+            gen_tokens += sum(len(c.token_ids) for group in groups for c in group)
+            all_scores.append(scored)
+            for g, item in enumerate(drawn):
+                rows = list(range(g * n, (g + 1) * n))
+                varied = float(scored.total[rows].std(unbiased=False)) > 0 if n > 1 else True
+                if (varied or not d.dynamic_sampling) and len(kept) < d.prompts_per_step:
+                    kept.append((item, prompts[g], groups[g], scored, rows))
         gen_s = time.perf_counter() - t0
-        meta = [{"task": t, "uid": p.uid} for t, p in drawn]
-        batch = RolloutBatch.from_completions(prompts, groups, self.tokenizer.pad_token_id, meta)
-        samples = [(self.tasks[t], p, c.text) for (t, p), group in zip(drawn, groups) for c in group]
-        scored = self.composer.score(samples)
+        generated = Scored.concat(all_scores)
+        if not kept:
+            raise RlvrError(f"Dynamic sampling found no group with varied rewards in {rounds} rounds; the step has "
+                            f"nothing to learn from. Raise data.max_sampling_rounds or check the reward.")
+        meta = [{"task": t, "uid": p.uid} for (t, p), *_ in kept]
+        batch = RolloutBatch.from_completions([k[1] for k in kept], [k[2] for k in kept],
+                                              self.tokenizer.pad_token_id, meta)
+        scored = Scored.concat([k[3].select(k[4]) for k in kept])
         batch.scores = scored.total.float()
-        batch.advantages = self.advantage_fn(batch.scores, batch.group_ids, batch.completion_mask, self.cfg.algorithm)
-        metrics = self._rollout_metrics(batch, scored)
-        metrics["perf/gen_tokens_per_s"] = float(batch.completion_mask.sum()) / max(gen_s, 1e-9)
+        self._advantages(batch)
+        metrics = self._rollout_metrics(batch, generated, scored)
+        metrics["perf/gen_tokens_per_s"] = gen_tokens / max(gen_s, 1e-9)
         metrics["perf/gen_s"] = gen_s
+        if d.dynamic_sampling:
+            metrics["dynamic_sampling/rounds"] = rounds
+            metrics["dynamic_sampling/wasted_frac"] = 1 - len(batch) / len(generated.total)
+            metrics["dynamic_sampling/filled_frac"] = len(kept) / d.prompts_per_step
         return batch, metrics
 
-    def _rollout_metrics(self, batch: RolloutBatch, scored) -> dict[str, float]:
-        lengths = batch.completion_mask.sum(-1)
-        n_groups = int(batch.group_ids.max()) + 1
-        zero_std = sum(
-            float(batch.scores[batch.group_ids == g].std(unbiased=False)) < 1e-12 for g in range(n_groups)
+    def _advantages(self, batch: RolloutBatch) -> None:
+        a = self.cfg.algorithm
+        mask = batch.completion_mask
+        token_rewards = None
+        if self.ref_model is not None:
+            batch.ref_logprobs = self._logprobs(self.ref_model, batch)
+            if a.kl_placement == "reward":
+                kl = KL_ESTIMATORS.get(a.kl_estimator)(batch.rollout_logprobs, batch.ref_logprobs)
+                token_rewards = kl_penalized_rewards(last_token_rewards(batch.scores, mask), kl, self.kl_coef, mask)
+        batch.advantages, self.advantage_history = compute_advantages(
+            AdvantageInputs(scores=batch.scores, group_ids=batch.group_ids, mask=mask,
+                            uids=[f"{self.tasks[m['task']].label}/{m['uid']}" for m in batch.metadata],
+                            token_rewards=token_rewards, history=self.advantage_history),
+            a,
         )
+        loss_mask = overlong_mask(batch.truncated, mask) if a.mask_truncated else mask
+        if a.high_entropy_fraction is not None:
+            loss_mask = loss_mask * high_entropy_token_mask(batch.rollout_entropy, loss_mask, a.high_entropy_fraction)
+        batch.loss_mask = loss_mask
+
+    def _rollout_metrics(self, batch: RolloutBatch, generated: Scored, scored: Scored) -> dict[str, float]:
+        """Reward and accuracy over every generated sample; shapes and advantages over the trained batch."""
+        lengths = batch.completion_mask.sum(-1)
+        n = self.params.n
+        groups = generated.total.view(-1, n)
         m = {
-            "reward/mean": float(scored.total.mean()),
-            "reward/std": float(scored.total.std(unbiased=False)),
-            "accuracy": float(scored.correct.float().mean()),
-            "groups/zero_std_frac": zero_std / n_groups,
+            "reward/mean": float(generated.total.mean()),
+            "reward/std": float(generated.total.std(unbiased=False)),
+            "accuracy": float(generated.correct.float().mean()),
+            "groups/zero_std_frac": float((groups.std(-1, unbiased=False) == 0).float().mean()) if n > 1 else 1.0,
             "response_length/mean": float(lengths.mean()),
             "response_length/max": float(lengths.max()),
             "response/truncated_frac": float(batch.truncated.float().mean()),
             "advantage/zero_frac": float((batch.advantages.abs().sum(-1) == 0).float().mean()),
+            "tokens/selected_frac": float(batch.loss_mask.sum() / batch.completion_mask.sum().clamp(min=1)),
         }
-        for name, values in scored.per_function.items():
+        for name, values in generated.per_function.items():
             m[f"reward/{name}/mean"] = float(values.mean())
             m[f"reward/{name}/std"] = float(values.std(unbiased=False))
             for kind, plural in (("error", "errors"), ("timeout", "timeouts"), ("crash", "crashes")):
-                m[f"reward/{name}/{plural}"] = scored.failures[name][kind]
-        for key, values in scored.extras.items():
+                m[f"reward/{name}/{plural}"] = generated.failures[name][kind]
+        for key, values in generated.extras.items():
             m[f"reward/{key}"] = float(values.nanmean())
-        by_task = defaultdict(list)
-        for i, meta in enumerate(batch.metadata):
-            by_task[self.tasks[meta["task"]].label].append(bool(scored.correct[i]))
         if len(self.tasks) > 1:
+            by_task = defaultdict(list)
+            for i, meta in enumerate(batch.metadata):
+                by_task[self.tasks[meta["task"]].label].append(bool(scored.correct[i]))
             for label, flags in by_task.items():
                 m[f"accuracy/{label}"] = sum(flags) / len(flags)
-        self.last_reward_errors = scored.first_errors
+        if self.kl_control is not None:
+            m["actor/kl_coef"] = self.kl_coef
+        self.last_reward_errors = generated.first_errors
         return m
+
+    # ------------------------------------------------------------------ update
 
     def _logprobs(self, model, batch: RolloutBatch) -> torch.Tensor:
         """Logprobs of every sample without gradients, micro-batch by micro-batch."""
@@ -174,70 +250,49 @@ class Trainer:
         return out
 
     def update(self, batch: RolloutBatch) -> dict[str, float]:
-        cfg, o = self.cfg, self.cfg.optim
-        a = cfg.algorithm
+        cfg, o, a = self.cfg, self.cfg.optim, self.cfg.algorithm
         # Old logprobs are needed only when the policy moves before the last gradient of the step;
         # with one epoch and one mini-batch the update is on-policy and the ratio is exactly 1.
         on_policy = o.ppo_epochs == 1 and o.mini_batches == 1
         if not on_policy:
             batch.old_logprobs = self._logprobs(self.model, batch)
-        if self.ref_model is not None:
-            batch.ref_logprobs = self._logprobs(self.ref_model, batch)
-        norm_constant = a.loss_norm_constant or cfg.rollout.max_new_tokens
+        setup = LossSetup(
+            algorithm=a, policy_loss=POLICY_LOSSES.get(a.policy_loss), kl_estimator=KL_ESTIMATORS.get(a.kl_estimator),
+            kl_coef=self.kl_coef if a.kl_placement == "loss" else 0.0, temperature=cfg.rollout.temperature,
+            norm_constant=a.loss_norm_constant or cfg.rollout.max_new_tokens, micro_batch_size=o.micro_batch_size,
+            on_policy=on_policy,
+        )
         sums: dict[str, float] = defaultdict(float)
-        token_count, grad_norms = 0.0, []
+        grad_norms = []
         self.model.train()
         t0 = time.perf_counter()
-        for epoch in range(o.ppo_epochs):
+        for _ in range(o.ppo_epochs):
             order = torch.randperm(len(batch)) if o.mini_batches > 1 else torch.arange(len(batch))
-            for mini_rows in order.chunk(o.mini_batches):
-                mini = batch.select(mini_rows)
-                global_tokens, global_seqs = float(mini.completion_mask.sum()), float(len(mini))
+            for rows in order.chunk(o.mini_batches):
                 self.optimizer.zero_grad(set_to_none=True)
-                for rows in torch.arange(len(mini)).split(o.micro_batch_size):
-                    mb = mini.select(rows)
-                    mask = mb.completion_mask
-                    logp, entropy = completion_logprobs(
-                        self.model, mb.input_ids, mb.attention_mask, mb.completion_width, cfg.rollout.temperature,
-                        with_entropy=True, entropy_grad=a.entropy_coef > 0,
-                    )
-                    old = logp.detach() if on_policy else mb.old_logprobs
-                    per_token, stats = self.loss_fn(logp, old, mb.advantages, mask, a)
-                    agg = dict(mask=mask, mode=a.loss_aggregation, global_tokens=global_tokens,
-                               global_seqs=global_seqs, norm_constant=norm_constant)
-                    loss = aggregate(per_token, **agg)
-                    if self.ref_model is not None:
-                        kl = self.kl_fn(logp, mb.ref_logprobs)
-                        loss = loss + a.kl_coef * aggregate(kl, **agg)
-                        stats["kl_ref"] = kl.detach()
-                    if a.entropy_coef > 0:
-                        loss = loss - a.entropy_coef * aggregate(entropy, **agg)
-                    loss.backward()
-                    n_tok = float(mask.sum())
-                    token_count += n_tok
-                    sums["loss"] += loss.item()  # micro-batch shares add up to the mini-batch loss
-                    sums["entropy"] += float((entropy.detach() * mask).sum())
-                    if epoch == 0:
-                        sums["logprob_diff"] += float(((logp.detach() - mb.rollout_logprobs).abs() * mask).sum())
-                        sums["logprob_tokens"] += n_tok
-                    for k, v in stats.items():
-                        sums[k] += float((v * mask).sum())
+                for k, v in accumulate_gradients(self.model, batch.select(rows), setup).items():
+                    sums[k] += v
+                sum_gradients(self.model)
                 params = [p for p in self.model.parameters() if p.requires_grad]
                 grad_norms.append(float(torch.nn.utils.clip_grad_norm_(params, o.grad_clip or float("inf"))))
                 self.optimizer.step()
                 self.scheduler.step()
         train_s = time.perf_counter() - t0
         updates = o.ppo_epochs * o.mini_batches
-        m = {f"actor/{k}": v / max(token_count, 1) for k, v in sums.items()
-             if k not in ("loss", "logprob_diff", "logprob_tokens")}
-        m["actor/loss"] = sums["loss"] / updates
-        m["actor/kl_ref"] = m.pop("actor/kl_ref", float("nan"))
-        m["actor/grad_norm"] = sum(grad_norms) / len(grad_norms)
-        m["rollout/logprob_abs_diff"] = sums["logprob_diff"] / max(sums["logprob_tokens"], 1)
-        m["optim/lr"] = self.scheduler.get_last_lr()[0]
-        trained = float(batch.attention_mask.sum()) * o.ppo_epochs
-        m["perf/train_tokens_per_s"] = trained / max(train_s, 1e-9)
-        m["perf/train_s"] = train_s
+        tokens, selected = max(sums.pop("tokens"), 1.0), max(sums.pop("selected_tokens"), 1.0)
+        m = {
+            "actor/loss": sums.pop("loss") / updates,
+            "actor/entropy": sums.pop("entropy") / tokens,
+            "actor/kl_ref": sums.pop("kl_ref") / tokens if "kl_ref" in sums else float("nan"),
+            "rollout/logprob_abs_diff": sums.pop("logprob_diff") / tokens,
+            "actor/grad_norm": sum(grad_norms) / len(grad_norms),
+            "optim/lr": self.scheduler.get_last_lr()[0],
+            "perf/train_tokens_per_s": float(batch.attention_mask.sum()) * o.ppo_epochs / max(train_s, 1e-9),
+            "perf/train_s": train_s,
+        }
+        m.update({f"actor/{k}": v / selected for k, v in sums.items()})  # clip fractions, ppo_kl: per selected token
+        if self.kl_control is not None and math.isfinite(m["actor/kl_ref"]):
+            self.kl_control.update(m["actor/kl_ref"], n_steps=len(batch))
         return m
 
     def evaluate(self) -> dict[str, float]:
@@ -247,7 +302,9 @@ class Trainer:
 
     def save(self) -> Path:
         state = {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
-                 "sampler": self.sampler.state_dict(), "config": self.cfg.model_dump(mode="json")}
+                 "sampler": self.sampler.state_dict(), "advantage_history": self.advantage_history,
+                 "kl_control": self.kl_control.state_dict() if self.kl_control else None,
+                 "config": self.cfg.model_dump(mode="json")}
         return save_checkpoint(self.out / "checkpoints", self.step, self.model, self.tokenizer, state,
                                self.cfg.checkpoint.keep_last)
 
@@ -257,8 +314,8 @@ class Trainer:
         cfg = self.cfg
         logger = MetricsLogger(self.out, cfg.steps, self.step, cfg.tracking.console, cfg.tracking.tensorboard)
         metrics: dict[str, float] = {}
+        warned: set[str] = set()
         try:
-            warned: set[str] = set()
             if self.step == 0 and cfg.eval.every_steps:
                 logger.log(0, self.evaluate())
             while self.step < cfg.steps:
@@ -282,3 +339,4 @@ class Trainer:
             logger.close()
             self.pool.close()
         return metrics
+

@@ -31,8 +31,10 @@ def test_sampling_logprobs_match_a_full_forward_pass(policy, temperature):
     for p, group in zip(prompts, groups):
         for c in group:
             ids = torch.tensor([p + c.token_ids])
-            logp, _ = completion_logprobs(model, ids, torch.ones_like(ids), len(c.token_ids), temperature)
-            worst = max(worst, float((logp[0] - torch.tensor(c.logprobs)).abs().max()))
+            logp, entropy = completion_logprobs(model, ids, torch.ones_like(ids), len(c.token_ids), temperature,
+                                                with_entropy=True)
+            worst = max(worst, float((logp[0] - torch.tensor(c.logprobs)).abs().max()),
+                        float((entropy[0] - torch.tensor(c.entropies)).abs().max()))
     assert worst < 1e-4, worst
 
 

@@ -1,8 +1,25 @@
-"""Algorithm math as pure, registered functions: advantage estimators, policy losses, KL, aggregation."""
+"""Algorithm math as pure, registered functions: advantage estimators, policy losses, KL, aggregation,
+token selection, and named presets."""
 
-from rlvr.algorithms.advantages import ADVANTAGES
+from rlvr.algorithms.advantages import ADVANTAGES, AdvantageInputs, compute_advantages, last_token_rewards
 from rlvr.algorithms.aggregation import aggregate
-from rlvr.algorithms.kl import KL_ESTIMATORS
+from rlvr.algorithms.kl import KL_ESTIMATORS, AdaptiveKLController, kl_penalized_rewards
 from rlvr.algorithms.losses import POLICY_LOSSES
+from rlvr.algorithms.presets import PRESETS, get_preset
+from rlvr.algorithms.token_selection import high_entropy_token_mask, overlong_mask
 
-__all__ = ["ADVANTAGES", "POLICY_LOSSES", "KL_ESTIMATORS", "aggregate"]
+__all__ = [
+    "ADVANTAGES",
+    "POLICY_LOSSES",
+    "KL_ESTIMATORS",
+    "PRESETS",
+    "AdvantageInputs",
+    "AdaptiveKLController",
+    "aggregate",
+    "compute_advantages",
+    "get_preset",
+    "high_entropy_token_mask",
+    "kl_penalized_rewards",
+    "last_token_rewards",
+    "overlong_mask",
+]

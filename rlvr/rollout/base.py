@@ -34,6 +34,7 @@ class Completion:
     text: str
     logprobs: list[float]
     truncated: bool  # hit max_new_tokens before EOS or a stop string
+    entropies: list[float] = field(default_factory=list)  # of the temperature-scaled distribution, per token
 
 
 class RolloutEngine(Protocol):

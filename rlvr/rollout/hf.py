@@ -81,7 +81,7 @@ class HFRolloutEngine:
         eos = self.eos.to(device)
         finished = torch.zeros(batch, dtype=torch.bool, device=device)
         lengths = torch.full((batch,), params.max_new_tokens, dtype=torch.long, device=device)
-        tokens, logps = [], []
+        tokens, logps, entropies = [], [], []
         for step in range(params.max_new_tokens):
             scaled = logits.float() / params.temperature
             logp_all = torch.log_softmax(scaled, dim=-1)
@@ -96,6 +96,7 @@ class HFRolloutEngine:
             tok = torch.where(finished, torch.full_like(tok, self.pad_id), tok)
             tokens.append(tok)
             logps.append(logp_all.gather(-1, tok[:, None]).squeeze(-1))
+            entropies.append(-(logp_all.exp() * logp_all).sum(-1))
             done = finished | torch.isin(tok, eos)
             if params.stop:
                 done |= self._stop_reached(tokens, finished, params.stop)
@@ -109,11 +110,13 @@ class HFRolloutEngine:
             ).logits[:, -1]
             next_pos = next_pos + 1
         tokens, logps = torch.stack(tokens, 1).tolist(), torch.stack(logps, 1).tolist()
+        entropies = torch.stack(entropies, 1).tolist()
         out = []
         for row, (length, done) in enumerate(zip(lengths.tolist(), finished.tolist())):
             toks = tokens[row][:length]
             text = self.tokenizer.decode(toks, skip_special_tokens=True)
-            out.append(Completion(token_ids=toks, text=text, logprobs=logps[row][:length], truncated=not done))
+            out.append(Completion(token_ids=toks, text=text, logprobs=logps[row][:length], truncated=not done,
+                                  entropies=entropies[row][:length]))
         return out
 
     def _stop_reached(self, tokens: list[torch.Tensor], finished: torch.Tensor, stops: list[str]) -> torch.Tensor:

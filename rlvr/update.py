@@ -1,0 +1,67 @@
+"""The policy-gradient pass over one mini-batch: micro-batches, loss terms, backward.
+
+Loss shares are divided by the mini-batch's *global* token and sequence counts (summed over ranks), so
+accumulated gradients equal the full-batch gradient for any micro-batch size or data-parallel split.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from rlvr.algorithms import aggregate
+from rlvr.batch import RolloutBatch
+from rlvr.config import AlgorithmConfig
+from rlvr.distributed import all_reduce_sum
+from rlvr.logprobs import completion_logprobs
+
+
+@dataclass
+class LossSetup:
+    algorithm: AlgorithmConfig
+    policy_loss: Callable
+    kl_estimator: Callable
+    kl_coef: float  # in the loss; 0 when KL is off or placed in the reward
+    temperature: float
+    norm_constant: float
+    micro_batch_size: int
+    on_policy: bool  # old logprobs = current ones (ratio exactly 1)
+
+
+def accumulate_gradients(model, mini: RolloutBatch, setup: LossSetup) -> dict[str, float]:
+    """Backward the mini-batch's loss, micro-batch by micro-batch; returns summed statistics
+    (token sums for per-token stats, 'loss' as the mini-batch loss on this rank)."""
+    a = setup.algorithm
+    global_tokens = all_reduce_sum(float(mini.loss_mask.sum()))
+    global_seqs = all_reduce_sum(float(len(mini)))
+    agg = dict(mode=a.loss_aggregation, global_tokens=global_tokens, global_seqs=global_seqs,
+               norm_constant=setup.norm_constant)
+    sums: dict[str, float] = defaultdict(float)
+    for rows in torch.arange(len(mini)).split(setup.micro_batch_size):
+        mb = mini.select(rows)
+        mask, loss_mask = mb.completion_mask, mb.loss_mask
+        logp, entropy = completion_logprobs(model, mb.input_ids, mb.attention_mask, mb.completion_width,
+                                            setup.temperature, with_entropy=True, entropy_grad=a.entropy_coef > 0)
+        logp = logp.to(mb.advantages.dtype)
+        old = logp.detach() if setup.on_policy else mb.old_logprobs
+        per_token, stats = setup.policy_loss(logp, old, mb.advantages, loss_mask, a)
+        loss = aggregate(per_token, loss_mask, **agg)
+        if mb.ref_logprobs is not None:
+            kl = setup.kl_estimator(logp, mb.ref_logprobs)
+            if setup.kl_coef > 0:
+                loss = loss + setup.kl_coef * aggregate(kl, loss_mask, **agg)
+            sums["kl_ref"] += float((kl.detach() * mask).sum())
+        if a.entropy_coef > 0:
+            loss = loss - a.entropy_coef * aggregate(entropy, loss_mask, **agg)
+        loss.backward()
+        sums["loss"] += loss.item()
+        sums["tokens"] += float(mask.sum())
+        sums["selected_tokens"] += float(loss_mask.sum())
+        sums["entropy"] += float((entropy.detach() * mask).sum())
+        sums["logprob_diff"] += float(((logp.detach() - mb.rollout_logprobs).abs() * mask).sum())
+        for k, v in stats.items():
+            sums[k] += float((v.detach() * loss_mask).sum())
+    return sums
