@@ -51,8 +51,13 @@ def cmd_tasks(args) -> None:
 
 
 def cmd_algorithms(args) -> None:
-    from rlvr.algorithms import ADVANTAGES, KL_ESTIMATORS, POLICY_LOSSES
+    from rlvr.algorithms import ADVANTAGES, KL_ESTIMATORS, POLICY_LOSSES, PRESETS
 
+    print("presets (algorithm.preset=NAME):")
+    for name in sorted(PRESETS):
+        p = PRESETS[name]
+        needs = f" [also: {', '.join(p.requires)}]" if p.requires else ""
+        print(f"  {name:16s} {p.paper}: {p.description}{needs}")
     for title, reg in (("advantage estimators", ADVANTAGES), ("policy losses", POLICY_LOSSES),
                        ("KL estimators", KL_ESTIMATORS)):
         print(f"{title}:")

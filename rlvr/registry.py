@@ -38,8 +38,9 @@ class Registry(Generic[T]):
         return sorted(self._items)
 
     def summary(self, name: str) -> str:
+        """The first paragraph of the docstring, on one line."""
         doc = (getattr(self._items[name], "__doc__", None) or "").strip()
-        return doc.splitlines()[0] if doc else ""
+        return " ".join(doc.split("\n\n")[0].split())
 
     def __contains__(self, name: str) -> bool:
         return name in self._items

@@ -145,28 +145,28 @@ class Trainer:
         return drawn, prompts, groups, self.composer.score(samples)
 
     def rollout(self) -> tuple[RolloutBatch, dict[str, float]]:
-        """One step's samples. With dynamic sampling (DAPO), groups whose rewards are all equal are dropped
-        and further full rounds are generated until the step has prompts_per_step groups or the round limit."""
+        """One step's samples. With dynamic sampling (DAPO), groups whose rewards are all equal are set aside
+        and further rounds are generated until the step has prompts_per_step varied groups or the round limit
+        is hit; a step still short is topped up with set-aside groups (they carry no gradient) and says so in
+        dynamic_sampling/filled_frac."""
         d, n = self.cfg.data, self.params.n
         t0 = time.perf_counter()
-        kept: list[tuple] = []  # (drawn item, prompt ids, completions, round scores, rows)
+        varied, flat = [], []  # (drawn item, prompt ids, completions, round scores, rows)
         all_scores: list[Scored] = []
         rounds, gen_tokens = 0, 0
-        while len(kept) < d.prompts_per_step and rounds < (d.max_sampling_rounds if d.dynamic_sampling else 1):
+        while len(varied) < d.prompts_per_step and rounds < (d.max_sampling_rounds if d.dynamic_sampling else 1):
             drawn, prompts, groups, scored = self._generate_round(d.prompts_per_step)
             rounds += 1
             gen_tokens += sum(len(c.token_ids) for group in groups for c in group)
             all_scores.append(scored)
             for g, item in enumerate(drawn):
                 rows = list(range(g * n, (g + 1) * n))
-                varied = float(scored.total[rows].std(unbiased=False)) > 0 if n > 1 else True
-                if (varied or not d.dynamic_sampling) and len(kept) < d.prompts_per_step:
-                    kept.append((item, prompts[g], groups[g], scored, rows))
+                group = (item, prompts[g], groups[g], scored, rows)
+                spread = n > 1 and float(scored.total[rows].std(unbiased=False)) > 0
+                (varied if spread or not d.dynamic_sampling else flat).append(group)
         gen_s = time.perf_counter() - t0
+        kept = (varied + flat)[: d.prompts_per_step]
         generated = Scored.concat(all_scores)
-        if not kept:
-            raise RlvrError(f"Dynamic sampling found no group with varied rewards in {rounds} rounds; the step has "
-                            f"nothing to learn from. Raise data.max_sampling_rounds or check the reward.")
         meta = [{"task": t, "uid": p.uid} for (t, p), *_ in kept]
         batch = RolloutBatch.from_completions([k[1] for k in kept], [k[2] for k in kept],
                                               self.tokenizer.pad_token_id, meta)
@@ -179,7 +179,7 @@ class Trainer:
         if d.dynamic_sampling:
             metrics["dynamic_sampling/rounds"] = rounds
             metrics["dynamic_sampling/wasted_frac"] = 1 - len(batch) / len(generated.total)
-            metrics["dynamic_sampling/filled_frac"] = len(kept) / d.prompts_per_step
+            metrics["dynamic_sampling/filled_frac"] = min(len(varied), d.prompts_per_step) / d.prompts_per_step
         return batch, metrics
 
     def _advantages(self, batch: RolloutBatch) -> None:

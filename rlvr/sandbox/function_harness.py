@@ -48,7 +48,8 @@ def plain_data_guard():
 def without_definition(source: str, name: str) -> str:
     """`source` minus its top-level definition of `name` (the prompt's stub of the function under test)."""
     tree = ast.parse(source)
-    tree.body = [n for n in tree.body if not (isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name)]
+    functions = (ast.FunctionDef, ast.AsyncFunctionDef)
+    tree.body = [n for n in tree.body if not (isinstance(n, functions) and n.name == name)]
     return ast.unparse(tree)
 
 
@@ -78,10 +79,12 @@ def main() -> None:
     for unset in untrace:  # drop trace/profile hooks that could skip or rewrite assert lines
         unset(None)
     namespace["__builtins__"] = pristine_builtins
-    run(prelude, namespace)  # restore the helpers the tests rely on (HumanEval's prompt), in case the program redefined them
+    run(prelude, namespace)  # the trusted helpers the tests rely on, in case the program redefined them
     candidate = namespace[entry_point]
     if guard is not None:
-        candidate = namespace[entry_point] = guard(candidate)
+        candidate = guard(candidate)
+        if not calls_check:  # asserts call the function by name
+            namespace[entry_point] = candidate
     run(tests, namespace)
     if calls_check:
         namespace["check"](candidate)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import sys
 
 from rlvr.sandbox.limits import Limits
@@ -47,6 +48,14 @@ def throwaway_uid(level: str) -> int | None:
     return 200_000 + secrets.randbelow(800_000)
 
 
+def wrapper_binary(name: str) -> str:
+    """The absolute path of `bwrap`/`unshare` on the caller's PATH (the sandbox's own PATH is minimal)."""
+    path = shutil.which(name)
+    if path is None:
+        raise FileNotFoundError(f"{name} is not installed (not on PATH)")
+    return path
+
+
 def minimal_env(home: str) -> dict[str, str]:
     return {"PATH": "/usr/bin:/bin", "HOME": home, "TMPDIR": home, "LANG": "C.UTF-8"}
 
@@ -61,7 +70,7 @@ def bwrap_command(script: str, limits: Limits, as_root: bool) -> list[str]:
                       "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
     else:
         namespaces = ["--unshare-all"]
-    command = ["bwrap", *namespaces, "--die-with-parent", "--new-session", "--clearenv"]
+    command = [wrapper_binary("bwrap"), *namespaces, "--die-with-parent", "--new-session", "--clearenv"]
     for key, value in minimal_env(SANDBOX_DIR).items():
         command += ["--setenv", key, value]
     for path in SYSTEM_DIRS:
@@ -94,5 +103,5 @@ def bwrap_command(script: str, limits: Limits, as_root: bool) -> list[str]:
 def unshare_command(as_root: bool) -> list[str]:
     """util-linux unshare up to the `--`; unprivileged callers map themselves to root in a new user namespace."""
     user = [] if as_root else ["--user", "--map-root-user"]
-    return ["unshare", *user, "--net", "--ipc", "--uts", "--mount", "--pid", "--fork", "--kill-child",
+    return [wrapper_binary("unshare"), *user, "--net", "--ipc", "--uts", "--mount", "--pid", "--fork", "--kill-child",
             "--mount-proc", "--"]

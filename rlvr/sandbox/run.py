@@ -30,10 +30,10 @@ Status = Literal["ok", "error", "killed", "timeout", "output_limit"]
 Isolation = Literal["bwrap", "unshare", "rlimits"]
 
 # Runs first inside the sandbox: drop root to the throwaway uid, set rlimits (the process limit is set here,
-# inside the new namespaces, so it counts only this run's processes), then run main.py as __main__.
+# inside the new namespaces, so it counts only this run's processes), then exec a fresh interpreter on main.py.
 BOOTSTRAP = """\
 # rlvr-sandbox bootstrap
-import os, resource, runpy, sys
+import os, resource, sys
 uid, limits = {uid!r}, {limits!r}
 if uid is not None:
     os.setgroups([])
@@ -41,8 +41,7 @@ if uid is not None:
     os.setuid(uid)
 for name, soft, hard in limits:
     resource.setrlimit(getattr(resource, name), (soft, hard))
-sys.argv = ["main.py"]
-runpy.run_path("main.py", run_name="__main__")
+os.execv(sys.executable, [sys.executable, "-I", "-S", "main.py"])
 """
 
 
@@ -52,7 +51,7 @@ class RunResult:
     CPU limit), timeout (wall clock), output_limit (stdout or stderr passed the cap; `truncated` is then True)."""
 
     status: Status
-    returncode: int | None
+    returncode: int
     stdout: str
     stderr: str
     truncated: bool
@@ -76,7 +75,7 @@ def run_python(code: str, stdin: str = "", limits: Limits = Limits(), isolation:
         os.chmod(script, 0o644)
         if uid is not None and level != "bwrap":
             os.chown(host_dir, uid, uid)  # the program's working directory
-        python = [interpreter(), "-I", "-c", BOOTSTRAP.format(uid=uid, limits=limits.rlimits())]
+        python = [interpreter(), "-I", "-S", "-c", BOOTSTRAP.format(uid=uid, limits=limits.rlimits())]
         if level == "bwrap":
             command = bwrap_command(script, limits, as_root=uid is not None) + python
         elif level == "unshare":
@@ -123,6 +122,8 @@ def exchange(proc: subprocess.Popen, stdin: bytes, limits: Limits) -> tuple[byte
                 if stream is proc.stdin:
                     try:
                         pending = pending[os.write(stream.fileno(), pending[:1 << 16]):]
+                    except BlockingIOError:
+                        continue
                     except BrokenPipeError:  # the program stopped reading its input
                         pending = pending[:0]
                     if not pending:
@@ -162,7 +163,8 @@ def kill_tree(proc: subprocess.Popen, uid: int | None) -> None:
     except ProcessLookupError:
         pass
     if uid is not None:  # kill(-1) as that uid signals all its processes but the caller
-        subprocess.run(["kill", "-KILL", "-1"], user=uid, group=uid, extra_groups=[], env={}, check=False)
+        subprocess.run([interpreter(), "-I", "-S", "-c", "import os; os.kill(-1, 9)"], user=uid, group=uid,
+                       extra_groups=[], env={}, check=False)
     proc.wait()
     for stream in (proc.stdin, proc.stdout, proc.stderr):
         stream.close()
@@ -190,11 +192,16 @@ def works(level: Isolation) -> tuple[bool, str]:
 @functools.cache
 def isolation_level() -> Isolation:
     """The strongest isolation that works here: 'bwrap', else 'unshare', else 'rlimits' (logged once)."""
-    for level in LEVELS[:-1]:
-        ok, why = works(level)
+    level: Isolation = "rlimits"
+    for candidate in ("bwrap", "unshare"):
+        ok, why = works(candidate)
         if ok:
-            logger.info("sandbox isolation: %s", level)
-            return level
-        logger.warning("sandbox: %s is not usable here (%s)", level, why or "no output")
-    logger.warning("sandbox isolation: rlimits only; install bubblewrap for filesystem and network isolation")
-    return "rlimits"
+            level = candidate
+            break
+        logger.warning("sandbox: %s is not usable here (%s)", candidate, why or "no output")
+    logger.log(logging.INFO if level == "bwrap" else logging.WARNING, "sandbox isolation: %s%s", level,
+               "" if level == "bwrap" else "; install bubblewrap for filesystem isolation")
+    if level != "bwrap" and os.geteuid() == 0 and throwaway_uid(level) is None:
+        logger.warning("sandbox: programs run as root (Python is not readable by other users), so the process "
+                       "limit is not enforced and host files are writable")
+    return level
