@@ -4,7 +4,7 @@ For each seed: SFT-warm the quickstart's tiny model on its fixed demonstrations 
 then (a) run the quickstart's GRPO and time it, (b) continue SFT on the same demonstrations for
 exactly that wall time. Report held-out greedy accuracy of the start and of both branches.
 
-    .venv/bin/python benchmarks/rl_vs_sft.py [--seeds 0 1 2] [--output runs/rl_vs_sft]
+    .venv/bin/python benchmarks/rl_vs_sft.py [--seeds 0 1 2] [--steps N] [--output runs/rl_vs_sft]
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from rlvr.sft import run_sft
 from rlvr.trainer import Trainer
 
 
-def one_seed(seed: int, out: Path, eval_problems: int) -> dict:
-    base = [f"seed={seed}", "tracking.console=false"]
+def one_seed(seed: int, out: Path, eval_problems: int, steps: int | None) -> dict:
+    base = [f"seed={seed}", "tracking.console=false", *([f"steps={steps}"] if steps else [])]
     start_dir = run_sft(load_config(RECIPE, [*base, f"sft.output_dir={out / 'start'}"]))
     rl_cfg = load_config(RECIPE, [*base, f"model.name={start_dir}", f"tracking.output_dir={out / 'rl'}",
                                   "eval.every_steps=0"])
@@ -54,8 +54,9 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--output", default="runs/rl_vs_sft")
     parser.add_argument("--eval-problems", type=int, default=200)
+    parser.add_argument("--steps", type=int, default=None, help="GRPO steps (default: the quickstart's)")
     args = parser.parse_args()
-    results = [one_seed(s, Path(args.output) / f"seed{s}", args.eval_problems) for s in args.seeds]
+    results = [one_seed(s, Path(args.output) / f"seed{s}", args.eval_problems, args.steps) for s in args.seeds]
     table = Table(title="Held-out greedy accuracy: same start, same wall time")
     for col in ("seed", "after SFT (start)", "+ GRPO, fresh prompts", "+ more SFT, same demos", "seconds each"):
         table.add_column(col)

@@ -1,4 +1,4 @@
-"""Command line: rlvr train | sft | quickstart | eval | tasks | algorithms."""
+"""Command line: rlvr train | sft | quickstart | eval | tasks | algorithms | verify."""
 
 from __future__ import annotations
 
@@ -65,6 +65,20 @@ def cmd_algorithms(args) -> None:
             print(f"  {name:16s} {reg.summary(name)}")
 
 
+def cmd_verify(args) -> None:
+    from rlvr.errors import ConfigError
+    from rlvr.verifiers.commands import audit_command, score_command
+
+    if args.paths[0] == "audit":
+        if len(args.paths) != 2:
+            raise ConfigError("Usage: rlvr verify audit FILE.jsonl (rows with gold, answer or completion, expected).")
+        audit_command(args.paths[1], args.workers, args.timeout, args.json)
+    elif len(args.paths) != 1:
+        raise ConfigError("Usage: rlvr verify --task NAME [--set key=value ...] FILE.jsonl (one file).")
+    else:
+        score_command(args.paths[0], args.task, args.verifier, args.overrides, args.workers, args.timeout, args.json)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rlvr", description="RL from verifiable rewards for language models.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -90,6 +104,22 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--num-problems", type=int, default=200)
     e.add_argument("--set", dest="overrides", action="append", default=[], help="key.sub=value")
     e.set_defaults(func=cmd_eval)
+    v = sub.add_parser("verify", help="score a JSONL of completions with a task's verifier, or audit the math verifier",
+                       usage="rlvr verify (--task NAME | --verifier SPEC) [--set KEY=VALUE ...] [options] FILE.jsonl\n"
+                             "       rlvr verify audit [options] FILE.jsonl",
+                       description="Score rows holding 'completion' (plus 'prompt', 'answer', ... as the verifier "
+                       "needs) with a task's verifier through the reward worker pool; or, with 'audit', report the "
+                       "math verifier's false-negative and false-positive rates on labelled rows "
+                       "(e.g. data/math_audit.jsonl).")
+    v.add_argument("paths", nargs="+", metavar="FILE", help="FILE.jsonl, or 'audit' FILE.jsonl")
+    v.add_argument("--task", help="a registered task whose verifier scores the rows (see `rlvr tasks`)")
+    v.add_argument("--verifier", help="a reward function 'module:function' or 'file.py:function' instead of a task's")
+    v.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="a keyword argument for the verifier (value read as YAML)")
+    v.add_argument("--workers", type=int, default=2, help="reward worker processes")
+    v.add_argument("--timeout", type=float, default=10.0, help="per-row wall-clock limit, seconds")
+    v.add_argument("--json", action="store_true", help="machine-readable output")
+    v.set_defaults(func=cmd_verify)
     sub.add_parser("tasks", help="list tasks").set_defaults(func=cmd_tasks)
     sub.add_parser("algorithms", help="list estimators and losses").set_defaults(func=cmd_algorithms)
     return parser

@@ -10,7 +10,10 @@ import pytest
 import torch
 import yaml
 
-torch.set_num_threads(min(2, os.cpu_count() or 1))
+# Tiny models gain nothing from more threads, and one thread per process keeps the many processes a test
+# starts (CLI runs, reward workers, data-parallel ranks) from oversubscribing the cores.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+torch.set_num_threads(1)
 
 ROOT = Path(__file__).resolve().parent.parent
 FAST = {

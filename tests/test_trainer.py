@@ -102,8 +102,7 @@ def test_sigkill_mid_run_then_resume_matches_uninterrupted(fast_config, write_re
                 assert y[k] == pytest.approx(x[k], rel=1e-4, abs=1e-6), (x["step"], k)
 
 
-def test_trains_a_local_hf_directory_and_checkpoint_loads_with_plain_transformers(fast_config, write_recipe, tmp_path,
-                                                                                   length_reward):
+def test_trains_a_local_hf_directory_and_checkpoint_loads_with_plain_transformers(tmp_path, length_reward):
     tokenizer = train_tokenizer([f"{a}+{b}={a + b}" for a in range(10) for b in range(10)], 40)
     from rlvr.config import TinyModelConfig
 
@@ -111,12 +110,14 @@ def test_trains_a_local_hf_directory_and_checkpoint_loads_with_plain_transformer
                                              intermediate_size=64), tokenizer, seed=0)
     local = tmp_path / "my-model"
     save_pretrained(model, tokenizer, local)
-    cfg = fast_config(steps=2, rewards={"functions": [{"function": length_reward}]})
-    cfg["model"] = {"name": str(local)}
-    recipe = write_recipe(cfg)
-    proc = subprocess.run(rlvr_command("train", str(recipe)), cwd=ROOT, capture_output=True, text=True, timeout=600)
+    out = tmp_path / "run"
+    proc = subprocess.run(
+        rlvr_command("train", "recipes/quickstart.yaml", f"model.name={local}", "steps=2", "eval.every_steps=0",
+                     "data.prompts_per_step=4", "rollout.samples_per_prompt=4", f"tracking.output_dir={out}",
+                     "tracking.console=false", f"rewards.functions=[{{function: task}}, {{function: '{length_reward}'}}]"),
+        cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
-    ckpt = list_checkpoints(Path(cfg["tracking"]["output_dir"]) / "checkpoints")[-1]
+    ckpt = list_checkpoints(out / "checkpoints")[-1]
     loaded = AutoModelForCausalLM.from_pretrained(ckpt)
     tok = AutoTokenizer.from_pretrained(ckpt)
     assert loaded.config.model_type == "qwen2"

@@ -1,0 +1,66 @@
+"""`rlvr verify`: score a file of completions with a task's verifier, or audit the math verifier on labelled rows."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from rlvr.config import parse_override
+from rlvr.errors import ConfigError
+from rlvr.rewards.pool import RewardPool
+
+
+def verifier_args(overrides: list[str]) -> dict[str, Any]:
+    """'key=value' pairs (values read as YAML) -> keyword arguments for the verifier."""
+    args = {}
+    for text in overrides:
+        path, value = parse_override(text)
+        if len(path) != 1:
+            raise ConfigError(f"--set '{text}': verifier arguments are plain names (key=value), not dotted paths.")
+        args[path[0]] = value
+    return args
+
+
+def audit_command(path: str, workers: int, timeout_s: float, as_json: bool) -> None:
+    from rlvr.verifiers.audit import failing_rows, read_audit_rows, render, run_audit, summary
+
+    rows = read_audit_rows(path)
+    with RewardPool(workers, timeout_s) as pool:
+        cases = run_audit(rows, pool, show_progress=not as_json)
+    if as_json:
+        print(json.dumps({**summary(cases), "failures": failing_rows(cases)}, indent=2, ensure_ascii=False))
+    else:
+        render(cases, Console())
+
+
+def score_command(path: str, task: str | None, verifier: str | None, overrides: list[str], workers: int,
+                  timeout_s: float, as_json: bool) -> None:
+    from rlvr.verifiers.offline import score_file, task_verifier
+
+    if not task and not verifier:
+        raise ConfigError("rlvr verify needs --task NAME (see `rlvr tasks`) or --verifier module:function.")
+    spec = verifier or task_verifier(task)
+    with RewardPool(workers, timeout_s) as pool:
+        rows = score_file(path, spec, verifier_args(overrides), pool, show_progress=not as_json)
+    scores = [r.outcome.value for r in rows]
+    mean = sum(scores) / len(scores)
+    failed = sum(r.outcome.status != "ok" for r in rows)
+    if as_json:
+        for r in rows:
+            print(json.dumps({"row": r.line, "id": r.row_id, "score": r.outcome.value, "status": r.outcome.status,
+                              **r.outcome.extras, **({"message": r.outcome.message} if r.outcome.message else {})}))
+        print(json.dumps({"verifier": spec, "rows": len(rows), "mean": mean, "failed": failed}))
+        return
+    table = Table(title=f"{spec} on {path}")
+    for column in ("row", "id", "score", "status", "details"):
+        table.add_column(column, overflow="fold", justify="right" if column in ("row", "score") else "left")
+    for r in rows:
+        extras = " ".join(f"{k}={v:g}" for k, v in r.outcome.extras.items())
+        table.add_row(str(r.line), r.row_id, f"{r.outcome.value:g}", r.outcome.status,
+                      r.outcome.message or extras)
+    console = Console()
+    console.print(table)
+    console.print(f"mean score {mean:.4f} over {len(rows)} rows" + (f"; {failed} failed to score" if failed else ""))
