@@ -40,12 +40,16 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=150)
     parser.add_argument("--eval-every", type=int, default=25)
     parser.add_argument("--output", default="runs/presets")
+    parser.add_argument("--start", help="reuse SFT models, e.g. 'runs/qs{seed}/sft' (the quickstart's, same recipe)")
     args = parser.parse_args()
     out = Path(args.output)
     curves: dict[str, list[list[tuple[int, float]]]] = {p: [] for p in args.presets}
     for seed in args.seeds:
         base = [f"seed={seed}", "tracking.console=false", f"steps={args.steps}", f"eval.every_steps={args.eval_every}"]
-        start = run_sft(load_config(RECIPE, [*base, f"sft.output_dir={out / f'seed{seed}' / 'start'}"]))
+        if args.start:  # an SFT model the quickstart already made with this recipe and seed
+            start = args.start.format(seed=seed)
+        else:
+            start = run_sft(load_config(RECIPE, [*base, f"sft.output_dir={out / f'seed{seed}' / 'start'}"]))
         for preset in args.presets:
             run_dir = out / f"seed{seed}" / preset
             cfg = load_config(RECIPE, [*base, f"model.name={start}", f"tracking.output_dir={run_dir}",
