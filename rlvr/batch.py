@@ -17,7 +17,7 @@ class RolloutBatch:
     attention_mask: torch.Tensor  # [N, P + C]
     completion_mask: torch.Tensor  # [N, C] float, 1 on completion tokens
     rollout_logprobs: torch.Tensor  # [N, C] from the sampler
-    rollout_entropy: torch.Tensor  # [N, C] entropy of the sampling distribution at each token
+    rollout_entropy: torch.Tensor  # [N, C] sampling entropy per token (zeros unless the engine returned it)
     group_ids: torch.Tensor  # [N]
     truncated: torch.Tensor  # [N] bool
     loss_mask: torch.Tensor | None = None  # [N, C] tokens that receive policy gradient (subset of completion_mask)

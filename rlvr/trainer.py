@@ -93,7 +93,8 @@ class Trainer:
         self.engine = make_engine(cfg.rollout.engine, self.model, self.tokenizer, cfg.rollout.batch_size)
         r = cfg.rollout
         self.params = SamplingParams(n=r.samples_per_prompt, temperature=r.temperature, top_p=r.top_p, top_k=r.top_k,
-                                     max_new_tokens=r.max_new_tokens, min_new_tokens=r.min_new_tokens, stop=r.stop)
+                                     max_new_tokens=r.max_new_tokens, min_new_tokens=r.min_new_tokens, stop=r.stop,
+                                     return_entropy=a.high_entropy_fraction is not None)
         o = cfg.optim
         self.optimizer = torch.optim.AdamW(
             [p for p in self.model.parameters() if p.requires_grad], lr=o.lr, betas=o.betas, weight_decay=o.weight_decay

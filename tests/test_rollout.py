@@ -25,7 +25,8 @@ def test_sampling_logprobs_match_a_full_forward_pass(policy, temperature):
     engine = make_engine("hf", model, tok, batch_size=64)
     prompts = encode(tok, ["3+4=", "12+19=", "7+1="])  # different lengths exercise left padding
     torch.manual_seed(0)
-    groups = engine.generate(prompts, SamplingParams(n=3, temperature=temperature, max_new_tokens=6))
+    groups = engine.generate(prompts, SamplingParams(n=3, temperature=temperature, max_new_tokens=6,
+                                                     return_entropy=True))
     assert [len(g) for g in groups] == [3, 3, 3]
     worst = 0.0
     for p, group in zip(prompts, groups):

@@ -26,6 +26,7 @@ class SamplingParams:
     min_new_tokens: int = 0  # EOS is not sampled before this many tokens (fixed-length benchmarks)
     stop: list[str] = field(default_factory=list)
     greedy: bool = False
+    return_entropy: bool = False  # per-token entropy costs a full-vocabulary pass per step: only when needed
 
 
 @dataclass
@@ -34,7 +35,7 @@ class Completion:
     text: str
     logprobs: list[float]
     truncated: bool  # hit max_new_tokens before EOS or a stop string
-    entropies: list[float] = field(default_factory=list)  # of the temperature-scaled distribution, per token
+    entropies: list[float] = field(default_factory=list)  # temperature-scaled, per token (if asked for)
 
 
 class RolloutEngine(Protocol):

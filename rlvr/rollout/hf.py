@@ -96,7 +96,8 @@ class HFRolloutEngine:
             tok = torch.where(finished, torch.full_like(tok, self.pad_id), tok)
             tokens.append(tok)
             logps.append(logp_all.gather(-1, tok[:, None]).squeeze(-1))
-            entropies.append(-(logp_all.exp() * logp_all).sum(-1))
+            if params.return_entropy:
+                entropies.append(-(logp_all.exp() * logp_all).sum(-1))
             done = finished | torch.isin(tok, eos)
             if params.stop:
                 done |= self._stop_reached(tokens, finished, params.stop)
@@ -110,7 +111,7 @@ class HFRolloutEngine:
             ).logits[:, -1]
             next_pos = next_pos + 1
         tokens, logps = torch.stack(tokens, 1).tolist(), torch.stack(logps, 1).tolist()
-        entropies = torch.stack(entropies, 1).tolist()
+        entropies = torch.stack(entropies, 1).tolist() if entropies else [[] for _ in tokens]
         out = []
         for row, (length, done) in enumerate(zip(lengths.tolist(), finished.tolist())):
             toks = tokens[row][:length]
