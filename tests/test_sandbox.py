@@ -52,7 +52,8 @@ def run_bwrapped(code: str, limits: Limits = FAST) -> RunResult:
 
 
 def sandbox_processes() -> list[int]:
-    """Host pids of sandboxed interpreters (bootstrap or main.py) or of bwrap still running."""
+    """Host pids of sandboxed programs (setpriv/prlimit launchers exec into the main.py interpreter) or of bwrap
+    still running."""
     program = [interpreter().encode(), b"-I", b"-S", b"main.py"]
     pids = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
@@ -61,8 +62,8 @@ def sandbox_processes() -> list[int]:
                 argv = f.read().split(b"\0")
         except OSError:
             continue
-        bootstrap = any(arg.startswith(b"# rlvr-sandbox bootstrap") for arg in argv)
-        if argv[:4] == program or bootstrap or (argv[0].endswith(b"bwrap") and b"/sandbox" in argv):
+        launcher = argv[0].endswith((b"setpriv", b"prlimit")) and b"main.py" in argv
+        if argv[:4] == program or launcher or (argv[0].endswith(b"bwrap") and b"/sandbox" in argv):
             pids.append(int(pid))
     return pids
 

@@ -6,7 +6,7 @@
   invisible); the host filesystem stays visible, guarded only by file permissions.
 - "rlimits": resource limits and a separate session only.
 
-When the caller is root, the sandboxed program runs as a throwaway uid (the bootstrap drops to it), so
+When the caller is root, the sandboxed program runs as a throwaway uid (`setpriv` drops to it), so
 root's file permissions don't apply and the process limit (which the kernel never enforces for root)
 counts only this run's processes.
 """
@@ -64,7 +64,7 @@ def bwrap_command(script: str, limits: Limits, as_root: bool) -> list[str]:
     """bubblewrap up to the `--`: `script` (a host file) appears read-only as /sandbox/main.py.
 
     As root no user namespace is made (a real uid is needed to drop to); only CAP_SETUID/CAP_SETGID are kept
-    for the bootstrap, which gives them up with the uid. Otherwise every namespace is unshared."""
+    for `setpriv`, which gives them up with the uid. Otherwise every namespace is unshared."""
     if as_root:
         namespaces = ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
                       "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
