@@ -14,10 +14,6 @@ def rank() -> int:
     return dist.get_rank() if is_distributed() else 0
 
 
-def world_size() -> int:
-    return dist.get_world_size() if is_distributed() else 1
-
-
 def all_reduce_sum(value: float) -> float:
     """Sum a number over ranks (loss denominators are global counts)."""
     if not is_distributed():

@@ -168,6 +168,7 @@ class Trainer:
         gen_s = time.perf_counter() - t0
         kept = (varied + flat)[: d.prompts_per_step]
         generated = Scored.concat(all_scores)
+        self.last_reward_errors = generated.first_errors  # the loop warns once per failing reward
         meta = [{"task": t, "uid": p.uid} for (t, p), *_ in kept]
         batch = RolloutBatch.from_completions([k[1] for k in kept], [k[2] for k in kept],
                                               self.tokenizer.pad_token_id, meta)
@@ -234,7 +235,6 @@ class Trainer:
                 m[f"accuracy/{label}"] = sum(flags) / len(flags)
         if self.kl_control is not None:
             m["actor/kl_coef"] = self.kl_coef
-        self.last_reward_errors = generated.first_errors
         return m
 
     # ------------------------------------------------------------------ update
