@@ -290,11 +290,47 @@ def test_patching_the_harness_scores_0(program):
 
 
 @needs_bwrap
-@pytest.mark.xfail(strict=True, reason="known gap: tests and program share one interpreter, so a program that "
-                                       "reads the harness's frame finds the nonce (see docs/sandbox.md)")
-def test_reading_the_nonce_from_the_harness_frame_is_not_caught():
-    cheat = "import os, sys\nos.write(1, sys._getframe(1).f_locals['marker'])\nos._exit(0)\n"
+@pytest.mark.parametrize("cheat", [
+    # walk every frame of its own process looking for a verdict to forge, then leave with status 0
+    "import os, sys\nframe = sys._getframe()\nwhile frame.f_back:\n    frame = frame.f_back\nos._exit(0)\n",
+    # take the tests' process down with it
+    "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n",
+    # stop the tests' process (a stopped run is a timeout, not a pass)
+    "import os, signal\nos.kill(os.getppid(), signal.SIGSTOP)\n",
+])
+def test_the_program_cannot_reach_the_verdict_in_the_tests_process(cheat):
     assert score(WRONG + cheat) == 0.0
+
+
+@needs_bwrap
+def test_the_tests_process_is_closed_to_the_program():
+    """The tests run in a non-dumpable process: the program can open neither its memory nor its fds."""
+    probe = textwrap.dedent("""\
+        import os
+
+
+        def probe():
+            blocked = []
+            for path in (f"/proc/{os.getppid()}/mem", f"/proc/{os.getppid()}/fd/0", f"/proc/{os.getppid()}/environ"):
+                try:
+                    open(path, "rb").close()
+                    blocked.append(False)
+                except PermissionError:
+                    blocked.append(True)
+            return blocked
+    """)
+    assert check_function_tests(probe, "assert probe() == [True, True, True]", "probe", FAST,
+                                isolation="bwrap") == 1.0
+
+
+def test_values_cross_between_processes_as_exact_plain_data():
+    echo = "def echo(*args, **kwargs):\n    return [args, kwargs]\n"
+    values = "(None, True, 3, -0.0, float('inf'), 'é', b'\\xff', 2j, [1, (2,)], {3, frozenset({4})}, {(1, 2): [3]})"
+    tests = f"values = {values}\nassert echo(*values, key=values) == [values, {{'key': values}}]\n"
+    assert check_function_tests(echo, tests, "echo", FAST) == 1.0
+    # an int subclass with a rigged __eq__ does not come back
+    rigged = "class Always(int):\n    def __eq__(self, other):\n        return True\n\n\ndef f():\n    return Always(0)\n"
+    assert check_function_tests(rigged, "assert f() == 42", "f", FAST) == 0.0
 
 
 @needs_bwrap

@@ -3,8 +3,8 @@ stdin/stdout cases (competitive programming)."""
 
 from __future__ import annotations
 
+import ast
 import json
-import secrets
 from pathlib import Path
 from typing import Any, Literal
 
@@ -14,20 +14,32 @@ from rlvr.sandbox.run import Isolation, run_python
 HARNESS_SOURCE = (Path(__file__).with_name("function_harness.py")).read_text(encoding="utf-8")
 
 
+def without_definition(source: str, name: str) -> str:
+    """`source` minus its top-level definition of `name` (the prompt's stub of the function under test)."""
+    tree = ast.parse(source)
+    functions = (ast.FunctionDef, ast.AsyncFunctionDef)
+    tree.body = [n for n in tree.body if not (isinstance(n, functions) and n.name == name)]
+    return ast.unparse(tree)
+
+
+def defines_check(source: str) -> bool:
+    """Whether test code defines `check(candidate)` to be called (HumanEval) rather than asserting directly."""
+    return any(isinstance(n, ast.FunctionDef) and n.name == "check" for n in ast.parse(source).body)
+
+
 def check_function_tests(program: str, test_code: str, entry_point: str, limits: Limits = Limits(), *,
-                         prelude: str = "", plain_returns: bool = True, isolation: Isolation | None = None) -> float:
+                         prelude: str = "", isolation: Isolation | None = None) -> float:
     """1.0 when `program` passes every assert of `test_code`, else 0.0.
 
-    `test_code` either asserts directly or defines `check(candidate)`, which is then called with the function
-    `entry_point` (HumanEval). `prelude` is trusted code (HumanEval's prompt) whose top-level definitions other
-    than `entry_point` are re-run after the program, so the tests use the real helpers. With `plain_returns`,
-    `entry_point` must return plain data (no objects with a rigged __eq__). The verdict is a per-run random
-    nonce that the harness prints only after all tests passed (see function_harness.py)."""
-    nonce = secrets.token_hex(16)
-    job = {"nonce": nonce, "program": program, "tests": test_code, "entry_point": entry_point, "prelude": prelude,
-           "plain_returns": plain_returns}
+    `test_code` either asserts directly on `entry_point` or defines `check(candidate)`, which is then called with
+    it (HumanEval). The tests run in their own process beside the program's and see `entry_point` as a proxy
+    that passes plain data both ways, plus the top-level definitions of `prelude`, trusted code such as
+    HumanEval's prompt (minus its stub of `entry_point`). The verdict is the tests' process exit status, which
+    the program cannot reach (see function_harness.py)."""
+    job = {"program": program, "tests": test_code, "entry_point": entry_point,
+           "prelude": without_definition(prelude, entry_point), "calls_check": defines_check(test_code)}
     result = run_python(HARNESS_SOURCE, stdin=json.dumps(job), limits=limits, isolation=isolation)
-    return float(f"{nonce} all tests passed" in result.stdout.splitlines())
+    return float(result.status == "ok")
 
 
 def normalize_output(text: str) -> str:
