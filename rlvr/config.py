@@ -160,6 +160,13 @@ class RewardFunctionConfig(Section):
     weight: float = 1.0
     name: str | None = Field(None, description="Metric name; defaults to the function's name.")
     args: dict[str, Any] = Field(default_factory=dict, description="Extra keyword arguments for this function.")
+    batched: bool = Field(False, description="Call f(prompts, completions, **fields) once per prompt group, with "
+                                             "lists (one entry per sample); it returns one reward per sample.")
+
+    @property
+    def metric_name(self) -> str:
+        """`name`, else 'verifier' for the task's verifier, else the function's name."""
+        return self.name or ("verifier" if self.function == "task" else self.function.rsplit(":", 1)[-1])
 
 
 class RewardsConfig(Section):
@@ -168,6 +175,15 @@ class RewardsConfig(Section):
     )
     timeout_s: float = Field(10.0, gt=0, description="Per-item wall-clock limit.")
     num_workers: int = Field(2, ge=1)
+
+    @model_validator(mode="after")
+    def _names_are_unique(self) -> RewardsConfig:
+        names = [f.metric_name for f in self.functions]
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise ValueError(f"reward metric names must be unique, {', '.join(repeated)} repeats: give each "
+                             "rewards.functions entry its own `name`")
+        return self
 
 
 class TrackingConfig(Section):

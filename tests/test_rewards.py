@@ -30,6 +30,21 @@ FLAKY = textwrap.dedent(
 
     def not_a_number(prompt, completion, **fields):
         return "yes"
+
+    def crashes_once(prompt, completion, marker, **fields):
+        if not os.path.exists(marker):
+            open(marker, "w").close()
+            os._exit(3)
+        return 1.0
+
+    def group_rank(prompts, completions, verifier_score, completion_tokens, **fields):
+        # batched: each sample's rank of length within its group, plus what it was handed
+        order = sorted(range(len(completions)), key=lambda i: (completion_tokens[i], i))
+        return [{"score": float(order.index(i)), "group_size": float(len(prompts)),
+                 "verdict": float(verifier_score[i])} for i in range(len(completions))]
+
+    def batched_wrong_length(prompts, completions, **fields):
+        return [1.0]
     """
 )
 
@@ -59,7 +74,46 @@ def test_pool_scores_errors_timeouts_and_crashes_and_keeps_going(reward_file):
         assert out[0].status == "error" and "must be a number" in out[0].message
         out = pool.score(requests(f"{reward_file}:with_extras", ["1"]))
         assert out[0].value == 0.25 and out[0].extras == {"length": 1.0}
-        assert pool.restarts == 2  # one per timeout/crash
+        assert pool.restarts == 4 and pool.retries == 2  # each timeout/crash is retried once on a fresh worker
+
+
+def test_an_item_that_kills_its_worker_once_is_retried_and_scored(reward_file, tmp_path):
+    with RewardPool(num_workers=1, timeout_s=5.0) as pool:
+        reqs = [RewardRequest(i, f"{reward_file}:crashes_once", "p", "c", {"marker": str(tmp_path / f"m{i}")})
+                for i in range(3)]
+        out = pool.score(reqs)
+        assert [(out[i].status, out[i].value) for i in range(3)] == [("ok", 1.0)] * 3
+        assert pool.retries == 3 and pool.restarts == 3
+
+
+def test_batched_rewards_get_lists_and_must_return_one_reward_per_completion(reward_file):
+    fields = {"verifier_score": [1.0, 0.0, 1.0], "completion_tokens": [9, 3, 5]}
+    with RewardPool(num_workers=1, timeout_s=5.0) as pool:
+        out = pool.score([RewardRequest("g", f"{reward_file}:group_rank", ["p"] * 3, ["a", "b", "c"], fields,
+                                        batched=True),
+                          RewardRequest("w", f"{reward_file}:batched_wrong_length", ["p"] * 2, ["a", "b"], {},
+                                        batched=True)])
+    assert out["g"].status == "ok" and out["g"].value == [2.0, 0.0, 1.0]
+    assert [e["verdict"] for e in out["g"].extras] == [1.0, 0.0, 1.0]
+    assert out["w"].status == "error" and "list of 2 rewards" in out["w"].message
+
+
+def test_batched_reward_is_called_once_per_group_after_the_verifier(fast_config, reward_file):
+    cfg = build_config(fast_config(
+        steps=1,
+        rewards={"functions": [{"function": "task"},
+                               {"function": f"{reward_file}:group_rank", "weight": 0.0, "batched": True},
+                               {"function": f"{reward_file}:batched_wrong_length", "batched": True}]},
+        data={"prompts_per_step": 3}, rollout={"samples_per_prompt": 4},
+    ))
+    trainer = Trainer(cfg)
+    batch, metrics = trainer.rollout()
+    trainer.pool.close()
+    # ranks 0..3 within every group of 4 -> mean 1.5; the group size handed over is 4; the verdicts are the verifier's
+    assert metrics["reward/group_rank/mean"] == 1.5 and metrics["reward/group_rank/group_size"] == 4.0
+    assert metrics["reward/group_rank/verdict"] == pytest.approx(metrics["accuracy"])
+    # a failing batched call fails its whole group, counted in samples
+    assert metrics["reward/batched_wrong_length/errors"] == 12
 
 
 def test_training_survives_rewards_that_raise_hang_or_crash(fast_config, reward_file):

@@ -1,11 +1,11 @@
-"""Shaping rewards: the format reward and gate, LASER's length step, the correct-only length penalty."""
+"""Shaping rewards: the format reward and gate, LASER's length step, Kimi's group length reward."""
 
 from __future__ import annotations
 
 import pytest
 
 from rlvr.rewards.pool import RewardPool, RewardRequest
-from rlvr.rewards.shaping import correct_length_penalty, format_reward, gated, laser_reward
+from rlvr.rewards.shaping import format_reward, gated, group_length_reward, laser_bonus
 
 EXACT = "rlvr.tasks.dataset:exact_match"
 TAGGED = "<think>2 and 2 make 4</think>\n<answer>4</answer>"
@@ -39,42 +39,49 @@ def test_format_reward_takes_a_prefix_and_a_custom_pattern():
 
 
 def test_gate_zeroes_the_inner_reward_without_calling_it_when_the_format_fails():
-    assert gated("", "just 4", inner=f"{__file__}:exploding_reward") == 0.0
+    assert gated("", "just 4", verifier_score=1.0, inner=f"{__file__}:exploding_reward") == 0.0
+    assert gated("", "just 4", verifier_score=1.0) == 0.0
 
 
-def test_gate_passes_fields_and_optionally_only_the_answer_to_the_inner_reward():
-    assert gated("", TAGGED, inner=EXACT, answer="4") == 0.0  # the whole completion is not '4'
-    assert gated("", TAGGED, inner=EXACT, answer="4", answer_only=True) == 1.0
-    assert gated("", TAGGED, inner=f"{__file__}:answer_length", answer_only=True) == 1.0  # dict -> its score
+def test_gate_passes_the_verdict_or_calls_the_inner_reward_on_the_answer_alone():
+    assert gated("", TAGGED, verifier_score=1.0) == 1.0  # no second verification: the verdict passes the gate
+    assert gated("", TAGGED, verifier_score=0.0) == 0.0
+    assert gated("", TAGGED, verifier_score=0.0, inner=EXACT, answer="4") == 0.0  # the whole completion is not '4'
+    assert gated("", TAGGED, verifier_score=0.0, inner=EXACT, answer="4", answer_only=True) == 1.0
+    assert gated("", TAGGED, verifier_score=0.0, inner=f"{__file__}:answer_length", answer_only=True) == 1.0
+    with pytest.raises(ValueError, match="answer_only=True needs `inner`"):
+        gated("", TAGGED, verifier_score=1.0, answer_only=True)
 
 
 def test_gate_runs_in_the_worker_pool():
     spec = "rlvr.rewards.shaping:gated"
-    fields = {"inner": EXACT, "answer": "4", "answer_only": True}
+    fields = {"inner": EXACT, "answer": "4", "answer_only": True, "verifier_score": 0.0}
     with RewardPool(num_workers=1, timeout_s=10) as pool:
         out = pool.score([RewardRequest(0, spec, "", TAGGED, fields), RewardRequest(1, spec, "", "4", fields)])
     assert (out[0].status, out[0].value) == ("ok", 1.0)
     assert (out[1].status, out[1].value) == ("ok", 0.0)
 
 
-def test_laser_adds_a_step_bonus_only_to_correct_answers_within_the_target():
-    kw = {"verifier": EXACT, "answer": "4", "target_tokens": 100}
-    assert laser_reward("", "4", completion_tokens=100, **kw) == {"score": 1.5, "correct": 1.0, "length_bonus": 0.5}
-    assert laser_reward("", "4", completion_tokens=101, **kw)["score"] == 1.0
-    assert laser_reward("", "5", completion_tokens=10, **kw)["score"] == 0.0
-    assert laser_reward("", "4", completion_tokens=10, bonus=0.2, **kw)["score"] == pytest.approx(1.2)
+def test_laser_bonus_goes_only_to_correct_answers_within_the_target():
+    def bonus(score: float, tokens: int) -> float:
+        return laser_bonus("", "", verifier_score=score, completion_tokens=tokens, target_tokens=100)
+
+    assert (bonus(1.0, 100), bonus(1.0, 101), bonus(0.0, 10), bonus(0.5, 10)) == (1.0, 0.0, 0.0, 0.0)
 
 
-def test_correct_length_penalty_prefers_shorter_correct_answers():
-    kw = {"verifier": EXACT, "answer": "4", "max_new_tokens": 100}
-    short, long = (correct_length_penalty("", "4", completion_tokens=n, **kw)["score"] for n in (10, 90))
-    assert short > long > 0.5
-    assert correct_length_penalty("", "4", completion_tokens=0, **kw)["score"] == pytest.approx(1.25)
-    assert correct_length_penalty("", "4", completion_tokens=100, **kw)["score"] == pytest.approx(0.75)
+def kimi(scores: list[float], lengths: list[int], among: str = "all") -> list[float]:
+    return group_length_reward([""] * len(scores), [""] * len(scores), verifier_score=scores,
+                               completion_tokens=lengths, among=among)
 
 
-def test_wrong_answers_only_lose_for_length_kimi_style_or_not_at_all():
-    kw = {"verifier": EXACT, "answer": "4", "max_new_tokens": 100}
-    assert correct_length_penalty("", "5", completion_tokens=10, **kw)["score"] == 0.0  # min(0, lambda) = 0
-    assert correct_length_penalty("", "5", completion_tokens=100, **kw)["score"] == pytest.approx(-0.25)
-    assert correct_length_penalty("", "5", completion_tokens=100, penalize_wrong=False, **kw)["score"] == 0.0
+def test_group_length_reward_is_kimis_lambda_over_the_group():
+    # lengths 10..50: lambda = 0.5, 0.25, 0, -0.25, -0.5; wrong answers keep only min(0, lambda)
+    assert kimi([1, 1, 0, 1, 0], [10, 20, 30, 40, 50]) == pytest.approx([0.5, 0.25, 0.0, -0.25, -0.5])
+    assert kimi([0, 1, 1, 1, 1], [10, 20, 30, 40, 50]) == pytest.approx([0.0, 0.25, 0.0, -0.25, -0.5])
+    assert kimi([1, 0, 1], [7, 7, 7]) == [0.0, 0.0, 0.0]  # no spread, no length reward
+
+
+def test_group_length_reward_among_correct_ranks_only_the_correct_answers():
+    # bounds from the correct answers (20 and 40); wrong answers get nothing whatever their length
+    assert kimi([0, 1, 1, 1, 0], [5, 20, 30, 40, 90], among="correct") == pytest.approx([0.0, 0.5, 0.0, -0.5, 0.0])
+    assert kimi([0, 0], [5, 90], among="correct") == [0.0, 0.0]

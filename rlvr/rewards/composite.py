@@ -1,22 +1,24 @@
 """A weighted sum of named reward functions, scored in the worker pool; each is reported separately.
 
-The task's verifier is always scored (weight 0 when not listed) because `accuracy` is its verdict.
+Scoring runs in two stages. First the task's verifier, which is always scored (weight 0 when not listed)
+because `accuracy` is its verdict. Then every other function, handed the verifier's score as `verifier_score`,
+so shaping terms that depend on correctness (a gate, a length bonus for correct answers) never verify twice.
+A batched function is called once per prompt group (consecutive samples of the same problem) with lists.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 from rlvr.config import RewardFunctionConfig
 from rlvr.rewards.loading import resolve_function
-from rlvr.rewards.pool import RewardPool, RewardRequest
+from rlvr.rewards.pool import RewardOutcome, RewardPool, RewardRequest
 from rlvr.rollout.base import Completion
 from rlvr.tasks.base import Problem, Task
-
-VERIFIER = "verifier"
 
 
 def completion_fields(completion: Completion, max_new_tokens: int) -> dict:
@@ -30,7 +32,7 @@ class Scored:
     total: torch.Tensor  # [N] weighted sum
     per_function: dict[str, torch.Tensor]  # name -> [N]
     correct: torch.Tensor  # [N] bool, the task verifier's verdict (score >= 1)
-    failures: dict[str, Counter]  # name -> Counter(error=, timeout=, crash=)
+    failures: dict[str, Counter]  # name -> Counter(error=, timeout=, crash=), in samples
     extras: dict[str, torch.Tensor]  # 'name/key' -> [N] extra numbers returned in dicts
     first_errors: dict[str, str]
 
@@ -54,44 +56,81 @@ class Scored:
                       torch.cat([p.correct for p in parts]), failures, extras, first)
 
 
+@dataclass
+class Term:
+    name: str
+    spec: str  # 'task' or 'module:function'
+    weight: float
+    args: dict[str, Any]
+    batched: bool
+
+
+def sample_groups(samples: list[tuple[Task, Problem, str, dict]]) -> list[range]:
+    """Row ranges of consecutive samples of the same problem."""
+    starts = [i for i in range(len(samples)) if i == 0 or samples[i][1] is not samples[i - 1][1]]
+    return [range(a, b) for a, b in zip(starts, starts[1:] + [len(samples)])]
+
+
 class RewardComposer:
     def __init__(self, functions: list[RewardFunctionConfig], pool: RewardPool):
         self.pool = pool
-        self.terms: list[tuple[str, str, float, dict]] = []  # (name, spec or 'task', weight, extra kwargs)
+        self.terms: list[Term] = []
         for f in functions:
-            name = f.name or (VERIFIER if f.function == "task" else f.function.rsplit(":", 1)[-1])
             if f.function != "task":
                 resolve_function(f.function)  # fail early, in the parent, with a clear message
-            self.terms.append((name, f.function, f.weight, f.args))
-        if not any(spec == "task" for _, spec, _, _ in self.terms):
-            self.terms.append((VERIFIER, "task", 0.0, {}))
-        self.verifier_name = next(name for name, spec, _, _ in self.terms if spec == "task")
+            self.terms.append(Term(f.metric_name, f.function, f.weight, f.args, f.batched and f.function != "task"))
+        if not any(t.spec == "task" for t in self.terms):
+            self.terms.append(Term("verifier", "task", 0.0, {}, False))
+        self.verifier = next(t for t in self.terms if t.spec == "task")
+
+    def _requests(self, term: Term, samples: list[tuple[Task, Problem, str, dict]], fields: list[dict],
+                  groups: list[range]) -> list[RewardRequest]:
+        if not term.batched:
+            return [RewardRequest((id(term), i), task.verifier if term.spec == "task" else term.spec, problem.prompt,
+                                  text, {**fields[i], **term.args})
+                    for i, (task, problem, text, _) in enumerate(samples)]
+        return [RewardRequest((id(term), g), term.spec, [samples[i][1].prompt for i in rows],
+                              [samples[i][2] for i in rows],
+                              {**{k: [fields[i][k] for i in rows] for k in fields[rows[0]]}, **term.args}, batched=True)
+                for g, rows in enumerate(groups)]
+
+    @staticmethod
+    def _per_sample(term: Term, outcomes: dict, n: int, groups: list[range]) -> list[RewardOutcome]:
+        """Each sample's outcome of `term`; a batched call's outcome is spread over its group."""
+        if not term.batched:
+            return [outcomes[(id(term), i)] for i in range(n)]
+        spread: list[RewardOutcome] = [RewardOutcome("ok")] * n
+        for g, rows in enumerate(groups):
+            out = outcomes[(id(term), g)]
+            for j, i in enumerate(rows):
+                spread[i] = (RewardOutcome("ok", out.value[j], out.extras[j]) if out.status == "ok"
+                             else RewardOutcome(out.status, message=out.message))
+        return spread
 
     def score(self, samples: list[tuple[Task, Problem, str, dict]]) -> Scored:
         """Score (task, problem, completion text, extra fields such as completion_tokens) samples."""
-        requests = [
-            RewardRequest((i, j), task.verifier if spec == "task" else spec, problem.prompt, text,
-                          {**problem.reward_fields(), **extra, **args})
-            for i, (task, problem, text, extra) in enumerate(samples)
-            for j, (_, spec, _, args) in enumerate(self.terms)
-        ]
-        outcomes = self.pool.score(requests)
-        n = len(samples)
+        n, groups = len(samples), sample_groups(samples)
+        fields = [{**problem.reward_fields(), **extra} for _, problem, _, extra in samples]
+        outcomes = self.pool.score(self._requests(self.verifier, samples, fields, groups))
+        verdicts = self._per_sample(self.verifier, outcomes, n, groups)
+        fields = [{**f, "verifier_score": v.value if v.status == "ok" else 0.0} for f, v in zip(fields, verdicts)]
+        others = [t for t in self.terms if t is not self.verifier]
+        outcomes = self.pool.score([r for t in others for r in self._requests(t, samples, fields, groups)])
         per_function, failures, extras, first_errors = {}, {}, {}, {}
         total = torch.zeros(n, dtype=torch.float64)
-        for j, (name, _, weight, _) in enumerate(self.terms):
+        for term in self.terms:
+            results = verdicts if term is self.verifier else self._per_sample(term, outcomes, n, groups)
             values = torch.zeros(n, dtype=torch.float64)
-            failures[name] = Counter()
-            for i in range(n):
-                out = outcomes[(i, j)]
+            failures[term.name] = Counter()
+            for i, out in enumerate(results):
                 if out.status == "ok":
                     values[i] = out.value
                     for k, v in out.extras.items():
-                        extras.setdefault(f"{name}/{k}", torch.full((n,), float("nan")))[i] = v
+                        extras.setdefault(f"{term.name}/{k}", torch.full((n,), float("nan")))[i] = v
                 else:
-                    failures[name][out.status] += 1
-                    first_errors.setdefault(name, f"{out.status}: {out.message}")
-            per_function[name] = values
-            total += weight * values
-        correct = per_function[self.verifier_name] >= 1.0
+                    failures[term.name][out.status] += 1
+                    first_errors.setdefault(term.name, f"{out.status}: {out.message}")
+            per_function[term.name] = values
+            total += term.weight * values
+        correct = per_function[self.verifier.name] >= 1.0
         return Scored(total, per_function, correct, failures, extras, first_errors)

@@ -1,8 +1,8 @@
 """A pool of reward worker processes with a per-item wall-clock timeout.
 
-A reward that raises is recorded as an error, one that hangs past the timeout or kills its worker is
-recorded as a timeout or crash; its worker is replaced and the remaining items go on. Such items
-score 0 and are counted in metrics, so training continues.
+A reward that raises is recorded as an error. An item that hangs past the timeout or kills its worker has its
+worker replaced and is retried once on a fresh one; if it fails again it is recorded as a timeout or crash.
+Failed items score 0 and are counted in metrics, and the remaining items go on, so training continues.
 """
 
 from __future__ import annotations
@@ -24,21 +24,27 @@ Status = Literal["ok", "error", "timeout", "crash"]
 
 @dataclass
 class RewardRequest:
+    """One call of a reward function. A batched request holds lists (prompts, completions, and each field
+    per sample) and is answered with one value per sample."""
+
     key: Hashable
     spec: str  # 'module:function' or 'file.py:function'
-    prompt: str
-    completion: str
+    prompt: str | list[str]
+    completion: str | list[str]
     fields: dict[str, Any] = field(default_factory=dict)
+    batched: bool = False
 
     def payload(self) -> tuple:
-        return (self.key, self.spec, self.prompt, self.completion, self.fields)
+        return (self.key, self.spec, self.prompt, self.completion, self.fields, self.batched)
 
 
 @dataclass
 class RewardOutcome:
+    """`value` and `extras` are per sample lists for a batched request."""
+
     status: Status
-    value: float = 0.0
-    extras: dict[str, float] = field(default_factory=dict)
+    value: float | list[float] = 0.0
+    extras: dict[str, float] | list[dict[str, float]] = field(default_factory=dict)
     message: str = ""
 
 
@@ -90,6 +96,7 @@ class RewardPool:
         self.num_workers, self.timeout_s, self.chunk_size = num_workers, timeout_s, chunk_size
         self._workers: list[_Worker] = []
         self.restarts = 0
+        self.retries = 0
 
     def _ensure_workers(self) -> None:
         while len(self._workers) < self.num_workers:
@@ -107,6 +114,7 @@ class RewardPool:
         results: dict[Hashable, RewardOutcome] = {}
         size = max(1, min(self.chunk_size, -(-len(requests) // (self.num_workers * 2))))
         queue = deque(requests[i : i + size] for i in range(0, len(requests), size))
+        retried: set[Hashable] = set()
 
         def feed(worker: _Worker) -> None:
             if not worker.pending and queue:
@@ -114,7 +122,12 @@ class RewardPool:
 
         def fail_current(worker: _Worker, status: Status, message: str) -> None:
             current = worker.pending.popleft()
-            results[current.key] = RewardOutcome(status, message=message)
+            if current.key in retried:
+                results[current.key] = RewardOutcome(status, message=f"{message} (also on retry)")
+            else:  # once more, alone, on a fresh worker
+                retried.add(current.key)
+                self.retries += 1
+                queue.appendleft([current])
             rest = list(worker.pending)
             fresh = self._replace(worker)
             if rest:
@@ -133,13 +146,12 @@ class RewardPool:
                 if w.conn not in ready:
                     continue
                 try:
-                    key, status, value, extras = w.conn.recv()
+                    key, status, value, extras, message = w.conn.recv()
                 except (EOFError, OSError):
                     fail_current(w, "crash", "the reward worker died while scoring this item")
                     continue
                 done = w.pending.popleft()
                 assert done.key == key, "reward worker answered out of order"
-                message = extras.pop("message", "") if status == "error" else ""
                 results[key] = RewardOutcome(status, value, extras, message)
                 w.last_progress = time.monotonic()
                 feed(w)

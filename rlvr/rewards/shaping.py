@@ -1,8 +1,9 @@
-"""Reward shaping terms: output format (as a term or a gate), length (LASER, correct-only), overlong.
+"""Reward shaping terms: output format (as a term or a gate), length (LASER, Kimi's group length reward, also
+among correct answers only), overlong.
 
-Each is a plain reward function; the trainer hands every reward `completion_tokens`, `truncated` and
-`max_new_tokens` besides the problem's own fields. Terms that depend on correctness (the gate, LASER, the
-correct-only length penalty) call the verifier they are given by name, with the same fields.
+Each is a plain reward function; the trainer hands every reward `completion_tokens`, `truncated`,
+`max_new_tokens` and the task verifier's `verifier_score` besides the problem's own fields, so terms that
+depend on correctness read the verdict instead of verifying again.
 """
 
 from __future__ import annotations
@@ -47,59 +48,55 @@ def format_reward(prompt: str, completion: str, pattern: str = THINK_ANSWER, pre
     return float(_format_match(completion, pattern, prefix) is not None)
 
 
-def _call_reward(spec: str, prompt: str, completion: str, fields: dict) -> float:
-    """Score of the reward function `spec` ('module:function'); a dict result gives its 'score'."""
-    value = resolve_function(spec)(prompt, completion, **fields)
-    return float(value["score"] if isinstance(value, dict) else value)
-
-
-def gated(prompt: str, completion: str, inner: str, pattern: str = THINK_ANSWER, prefix: str = "",
-          answer_only: bool = False, **fields: object) -> float:
-    """Format as a gate: the reward `inner` ('module:function', given the same fields) when the completion
-    matches `pattern` (see format_reward), else 0.0 without calling it:
+def gated(prompt: str, completion: str, verifier_score: float, inner: str | None = None,
+          pattern: str = THINK_ANSWER, prefix: str = "", answer_only: bool = False, **fields: object) -> float:
+    """Format as a gate: the verifier's score (or, with `inner`, the reward 'module:function' given the same
+    fields) when the completion matches `pattern` (see format_reward), else 0.0 without calling anything:
         r = 1[format ok] * r_inner(x, y')
-    With `answer_only`, y' is the pattern's `answer` group (the <answer> contents by default) instead of the
-    whole completion, so an answer left in the reasoning does not count. DeepSeek-R1 adds its format reward
-    to accuracy; gating instead makes a correct answer in the wrong format worth nothing."""
+    With `answer_only` (which needs `inner`), y' is the pattern's `answer` group (the <answer> contents by
+    default) instead of the whole completion, so an answer left in the reasoning does not count.
+    DeepSeek-R1 adds its format reward to accuracy; gating instead makes a correct answer in the wrong format
+    worth nothing."""
+    if answer_only and inner is None:
+        raise ValueError("gated: answer_only=True needs `inner`, the reward to call on the answer alone")
     match = _format_match(completion, pattern, prefix)
     if match is None:
         return 0.0
-    scored = match.group("answer") if answer_only else completion
-    return _call_reward(inner, prompt, scored, fields)
+    if inner is None:
+        return verifier_score
+    value = resolve_function(inner)(prompt, match.group("answer") if answer_only else completion,
+                                    verifier_score=verifier_score, **fields)
+    return float(value["score"] if isinstance(value, dict) else value)
 
 
-def laser_reward(prompt: str, completion: str, verifier: str, completion_tokens: int, target_tokens: int,
-                 bonus: float = 0.5, **fields: object) -> dict[str, float]:
-    """LASER, Length-bAsed StEp Reward (Liu et al. 2025, "Learn to Reason Efficiently with Adaptive
-    Length-based Reward Shaping", Table 2): correctness plus a step bonus for correct answers within a
-    target length L_T:
+def laser_bonus(prompt: str, completion: str, verifier_score: float, completion_tokens: int, target_tokens: int,
+                **_: object) -> float:
+    """The step of LASER, Length-bAsed StEp Reward (Liu et al. 2025, "Learn to Reason Efficiently with Adaptive
+    Length-based Reward Shaping", Table 2), whose reward is correctness plus a bonus for correct answers within
+    a target length L_T:
         R(x, y) = C(y) + alpha * 1[C(y) = 1] * 1[L(y) <= L_T]
-    with C the `verifier`'s score (called here, with the same fields), L(y) = completion_tokens,
-    L_T = target_tokens and alpha = bonus (0.5 in the authors' code). Use it in place of the verifier
-    (give the task verifier weight 0 to keep it as the accuracy metric). LASER-D's per-difficulty target
-    needs group accuracy, which a per-sample reward does not see (docs/verifiers.md)."""
-    correct = _call_reward(verifier, prompt, completion, fields)
-    length_bonus = bonus if correct >= 1.0 and completion_tokens <= target_tokens else 0.0
-    return {"score": correct + length_bonus, "correct": correct, "length_bonus": length_bonus}
+    This term is 1[C(y) = 1] * 1[L(y) <= L_T] with C the verifier's score, L(y) = completion_tokens and
+    L_T = target_tokens; give it weight alpha (0.5 in the authors' code) next to the verifier's weight 1."""
+    return float(verifier_score >= 1.0 and completion_tokens <= target_tokens)
 
 
-def correct_length_penalty(prompt: str, completion: str, verifier: str, completion_tokens: int,
-                           max_new_tokens: int, coef: float = 0.5, penalize_wrong: bool = True,
-                           **fields: object) -> dict[str, float]:
-    """Length reward that prefers shorter correct answers (Kimi k1.5, Kimi Team 2025, sec. 2.3.3), per sample.
-
-    Kimi's length reward uses the group's shortest and longest responses:
-        lambda = 0.5 - (len - min_len) / (max_len - min_len)
-        r_len  = lambda if correct, else min(0, lambda)
-    A reward function sees one sample, so the group bounds are replaced by the fixed ones [0, L_max]
-    (L_max = max_new_tokens): lambda = 0.5 - len / L_max. Returns C(y) + coef * r_len with C the
-    `verifier`'s score; with penalize_wrong=False wrong answers get no length term (only correct answers
-    compete on length, as in TRAAC / Apriel's correct-only penalties). The group-relative form needs a
-    group-level reward stage (proposed in docs/verifiers.md)."""
-    correct = _call_reward(verifier, prompt, completion, fields)
-    lam = 0.5 - min(completion_tokens, max_new_tokens) / max_new_tokens
-    if correct >= 1.0:
-        length_term = lam
-    else:
-        length_term = min(0.0, lam) if penalize_wrong else 0.0
-    return {"score": correct + coef * length_term, "correct": correct, "length_reward": coef * length_term}
+def group_length_reward(prompts: list[str], completions: list[str], verifier_score: list[float],
+                        completion_tokens: list[int], among: str = "all", **_: object) -> list[float]:
+    """Kimi k1.5's length reward (Kimi Team 2025, sec. 2.3.3), a batched reward over one prompt's group:
+        lambda_i = 0.5 - (len_i - min_len) / (max_len - min_len)
+        r_i      = lambda_i if correct_i, else min(0, lambda_i)
+    with min/max over the group's responses (r = 0 when they all have one length). Give it a weight next to
+    the verifier (R = C + w * r). With among='correct', only correct answers compete on length (bounds from
+    the correct answers, wrong ones get 0), the correct-only penalties of TRAAC and Apriel."""
+    if among not in ("all", "correct"):
+        raise ValueError(f"among must be 'all' or 'correct', got {among!r}")
+    correct = [score >= 1.0 for score in verifier_score]
+    ranked = [n for n, ok in zip(completion_tokens, correct) if ok or among == "all"]
+    if not ranked or max(ranked) == min(ranked):
+        return [0.0] * len(completions)
+    low, span = min(ranked), max(ranked) - min(ranked)
+    rewards = []
+    for n, ok in zip(completion_tokens, correct):
+        lam = 0.5 - (n - low) / span
+        rewards.append(lam if ok else (min(0.0, lam) if among == "all" else 0.0))
+    return rewards

@@ -24,8 +24,18 @@ def as_reward(value) -> tuple[float, dict[str, float]]:
     return value, extras
 
 
+def as_rewards(values, count: int) -> tuple[list[float], list[dict[str, float]]]:
+    """What a batched reward returns: a list (or tuple) of `count` rewards, each as in `as_reward`."""
+    if not isinstance(values, (list, tuple)) or len(values) != count:
+        got = f"{len(values)} values" if isinstance(values, (list, tuple)) else type(values).__name__
+        raise ValueError(f"a batched reward must return a list of {count} rewards (one per completion), got {got}")
+    scores, extras = zip(*(as_reward(v) for v in values))
+    return list(scores), list(extras)
+
+
 def serve(conn: Connection) -> None:
-    """Answer batches of (key, spec, prompt, completion, fields) until told to stop (None) or orphaned."""
+    """Answer batches of (key, spec, prompt, completion, fields, batched) with (key, status, value, extras,
+    message) until told to stop (None) or orphaned."""
     from rlvr.rewards.loading import resolve_function
 
     while True:
@@ -35,13 +45,14 @@ def serve(conn: Connection) -> None:
             return
         if batch is None:
             return
-        for key, spec, prompt, completion, fields in batch:
+        for key, spec, prompt, completion, fields, batched in batch:
             try:
-                value, extras = as_reward(resolve_function(spec)(prompt, completion, **fields))
-                conn.send((key, "ok", value, extras))
+                result = resolve_function(spec)(prompt, completion, **fields)
+                value, extras = as_rewards(result, len(completion)) if batched else as_reward(result)
+                conn.send((key, "ok", value, extras, ""))
             except Exception as e:  # a user's reward failed: report, keep serving
                 tb = traceback.format_exception_only(type(e), e)[-1].strip()
-                conn.send((key, "error", 0.0, {"message": tb}))
+                conn.send((key, "error", 0.0, {}, tb))
 
 
 def exit_with_parent(interval_s: float = 1.0) -> None:
