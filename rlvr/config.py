@@ -50,16 +50,46 @@ class TaskConfig(Section):
     name: str = Field(..., description="A registered task (see `rlvr tasks`).")
     weight: float = Field(1.0, gt=0)
     args: dict[str, Any] = Field(default_factory=dict, description="Task-specific arguments.")
+    label: str | None = Field(None, description="Name in per-source metrics; defaults to the task's own label.")
+
+
+class NamedPart(Section):
+    """A registered part chosen by name, with keyword arguments."""
+
+    name: str
+    args: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_name(cls, data: Any) -> Any:
+        """`data.sampler=ucb` is short for `{name: ucb}`."""
+        return {"name": data} if isinstance(data, str) else data
 
 
 class DataConfig(Section):
     tasks: list[TaskConfig] = Field(default_factory=lambda: [TaskConfig(name="arithmetic")], min_length=1)
     prompts_per_step: int = Field(16, gt=0)
-    dynamic_sampling: bool = Field(
-        False, description="DAPO dynamic sampling: drop groups whose rewards are all equal and generate more prompts "
-        "until the step has prompts_per_step groups or max_sampling_rounds is reached."
-    )
-    max_sampling_rounds: int = Field(4, gt=0, description="Generation rounds per step at most (dynamic sampling).")
+    sampler: NamedPart = Field(default_factory=lambda: NamedPart(name="mixture"), description=(
+        "Which prompts a step generates for: mixture (by data.tasks[].weight), uniform (epochs over all sources), "
+        "ucb (DUMP), mopps; see docs/curriculum.md."))
+    filter: NamedPart = Field(default_factory=lambda: NamedPart(name="none"), description=(
+        "Which generated groups a step trains on: none, dynamic_sampling (DAPO: rewards not all equal), pass_rate "
+        "(online difficulty filtering: pass rate in [low, high]); filters other than none regenerate."))
+    max_sampling_rounds: int = Field(4, gt=0, description="Generation rounds per step at most (filters that "
+                                     "regenerate); a step still short is topped up with rejected groups.")
+    stats_window: int = Field(64, gt=0, description="Recent trained groups per source kept for its mean |advantage| "
+                                                    "(the ucb sampler's learnability).")
+
+    @model_validator(mode="after")
+    def _known_parts(self) -> DataConfig:
+        from rlvr.curriculum import GROUP_FILTERS, SAMPLERS
+
+        for key, registry, part in (("sampler", SAMPLERS, self.sampler), ("filter", GROUP_FILTERS, self.filter)):
+            try:
+                registry.get(part.name)
+            except ConfigError as e:
+                raise ConfigError(f"data.{key}.name: {e}") from None
+        return self
     system_prompt: str | None = None
     max_prompt_tokens: int = Field(1024, gt=0)
 
@@ -242,8 +272,8 @@ class RunConfig(Section):
         from rlvr.algorithms.presets import get_preset
 
         requires = get_preset(self.algorithm.preset).requires
-        if "dynamic_sampling" in requires and "dynamic_sampling" not in self.data.model_fields_set:
-            self.data.dynamic_sampling = True
+        if "dynamic_sampling" in requires and "filter" not in self.data.model_fields_set:
+            self.data.filter = NamedPart(name="dynamic_sampling")
         overlong = "rlvr.rewards.shaping:overlong_penalty"
         if "overlong_shaping" in requires and not any(f.function == overlong for f in self.rewards.functions):
             self.rewards.functions = [*self.rewards.functions, RewardFunctionConfig(function=overlong, name="overlong")]

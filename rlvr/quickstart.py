@@ -18,7 +18,7 @@ from rlvr.prompts import PromptEncoder
 from rlvr.rewards.composite import RewardComposer
 from rlvr.rewards.pool import RewardPool
 from rlvr.rollout import make_engine
-from rlvr.tasks import make_task
+from rlvr.tasks import make_tasks
 
 RECIPE = Path(__file__).resolve().parent.parent / "recipes" / "quickstart.yaml"
 
@@ -27,7 +27,7 @@ def evaluate_checkpoint(cfg: RunConfig, model_dir: str, num_problems: int) -> fl
     """Greedy held-out accuracy of a saved model on the config's tasks."""
     tokenizer = load_tokenizer(model_dir)
     model = load_model(cfg.model, name=model_dir)
-    tasks = [make_task(t.name, cfg.seed, t.args) for t in cfg.data.tasks]
+    tasks = make_tasks(cfg.data.tasks, cfg.seed)
     encode = PromptEncoder(tokenizer, cfg.model.chat_template, cfg.data.system_prompt, cfg.data.max_prompt_tokens)
     with RewardPool(cfg.rewards.num_workers, cfg.rewards.timeout_s) as pool:
         composer = RewardComposer(cfg.rewards.functions, pool)

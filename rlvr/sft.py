@@ -11,7 +11,7 @@ from rlvr.config import RunConfig
 from rlvr.errors import DataError
 from rlvr.models import TINY, load_model, load_policy, load_tokenizer, save_pretrained
 from rlvr.prompts import PromptEncoder
-from rlvr.tasks import make_task
+from rlvr.tasks import make_tasks
 from rlvr.tasks.dataset import read_rows
 from rlvr.tracking import MetricsLogger
 
@@ -30,7 +30,7 @@ def demonstrations(cfg: RunConfig) -> list[tuple[str, str]]:
                 )
             pairs.append((str(row[s.prompt_column]), str(row[s.completion_column])))
         return pairs
-    tasks = [make_task(t.name, cfg.seed + s.seed_offset, t.args) for t in cfg.data.tasks]
+    tasks = make_tasks(cfg.data.tasks, cfg.seed + s.seed_offset)
     pairs = []
     for i in range(s.num_examples):
         task = tasks[i % len(tasks)]

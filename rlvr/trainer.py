@@ -27,7 +27,7 @@ from rlvr.algorithms import (
 from rlvr.batch import RolloutBatch
 from rlvr.checkpoint import list_checkpoints, load_state, resolve_resume, save_checkpoint, set_rng_state
 from rlvr.config import RunConfig, dump_config
-from rlvr.curriculum import MixtureSampler
+from rlvr.curriculum import CurriculumStats, GroupOutcome, make_filter, make_sampler, prompt_key
 from rlvr.distributed import sum_gradients
 from rlvr.errors import RlvrError
 from rlvr.evaluation import greedy_accuracy
@@ -37,7 +37,7 @@ from rlvr.prompts import PromptEncoder
 from rlvr.rewards.composite import RewardComposer, Scored, completion_fields
 from rlvr.rewards.pool import RewardPool
 from rlvr.rollout import SamplingParams, make_engine
-from rlvr.tasks import make_task
+from rlvr.tasks import make_tasks
 from rlvr.tracking import MetricsLogger
 from rlvr.update import LossSetup, accumulate_gradients
 
@@ -78,7 +78,7 @@ class Trainer:
         seed_everything(cfg.seed)
         a = cfg.algorithm
         ADVANTAGES.get(a.advantage)  # fail early on unknown names
-        self.tasks = [make_task(t.name, cfg.seed, t.args) for t in cfg.data.tasks]
+        self.tasks = make_tasks(cfg.data.tasks, cfg.seed)
 
         self.initial_model = self._initial_model_dir()
         source = str(resume_path) if resume_path else self.initial_model
@@ -103,7 +103,11 @@ class Trainer:
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lr_lambda(o.schedule, o.warmup_steps, total_updates)
         )
-        self.sampler = MixtureSampler(self.tasks, [t.weight for t in cfg.data.tasks], cfg.seed)
+        d = cfg.data
+        self.stats = CurriculumStats(len(self.tasks), d.stats_window)
+        self.sampler = make_sampler(d.sampler.name, d.sampler.args, self.tasks, [t.weight for t in d.tasks], cfg.seed,
+                                    self.stats)
+        self.filter = make_filter(d.filter.name, d.filter.args)
         self.pool = RewardPool(cfg.rewards.num_workers, cfg.rewards.timeout_s)
         self.composer = RewardComposer(cfg.rewards.functions, self.pool)
         self.advantage_history: dict = {}
@@ -112,6 +116,7 @@ class Trainer:
             state = load_state(resume_path)
             self.optimizer.load_state_dict(state["optimizer"])
             self.scheduler.load_state_dict(state["scheduler"])
+            self.stats.load_state_dict(state["curriculum_stats"])
             self.sampler.load_state_dict(state["sampler"])
             self.advantage_history = state["advantage_history"]
             if self.kl_control is not None:
@@ -137,8 +142,9 @@ class Trainer:
     # ------------------------------------------------------------------ rollout
 
     def _generate_round(self, count: int):
-        """Draw `count` prompts, sample their groups, score every sample."""
-        drawn = self.sampler.next_batch(count)
+        """Draw `count` prompts the filter admits, sample their groups, score every sample."""
+        drawn = self.sampler.next_batch(count, lambda t, p: self.filter.admit(self.stats, prompt_key(self.tasks[t], p)))
+        self.stats.record_draws([t for t, _ in drawn])
         prompts = [self.encode(p.prompt, where=f"task {self.tasks[t].label}, problem {p.uid}") for t, p in drawn]
         groups = self.engine.generate(prompts, self.params)
         samples = [(self.tasks[t], p, c.text, completion_fields(c, self.params.max_new_tokens))
@@ -146,43 +152,64 @@ class Trainer:
         return drawn, prompts, groups, self.composer.score(samples)
 
     def rollout(self) -> tuple[RolloutBatch, dict[str, float]]:
-        """One step's samples. With dynamic sampling (DAPO), groups whose rewards are all equal are set aside
-        and further rounds are generated until the step has prompts_per_step varied groups or the round limit
-        is hit; a step still short is topped up with set-aside groups (they carry no gradient) and says so in
-        dynamic_sampling/filled_frac."""
+        """One step's samples. A filter that regenerates (DAPO dynamic sampling, the pass-rate band) sets aside
+        the groups it rejects, and further rounds are generated until the step has prompts_per_step kept groups
+        or the round limit is hit; a step still short is topped up with set-aside groups and says so in
+        sampling/filled_frac. Every generated group then feeds the curriculum statistics."""
         d, n = self.cfg.data, self.params.n
         t0 = time.perf_counter()
-        varied, flat = [], []  # (drawn item, prompt ids, completions, round scores, rows)
+        kept, rejected = [], []  # (drawn item, prompt ids, completions, round scores, rows)
         all_scores: list[Scored] = []
-        rounds, gen_tokens = 0, 0
-        while len(varied) < d.prompts_per_step and rounds < (d.max_sampling_rounds if d.dynamic_sampling else 1):
+        rounds, gen_tokens, skipped = 0, 0, 0
+        while len(kept) < d.prompts_per_step and rounds < (d.max_sampling_rounds if self.filter.regenerates else 1):
             drawn, prompts, groups, scored = self._generate_round(d.prompts_per_step)
             rounds += 1
+            skipped += self.sampler.skipped
             gen_tokens += sum(len(c.token_ids) for group in groups for c in group)
             all_scores.append(scored)
             for g, item in enumerate(drawn):
                 rows = list(range(g * n, (g + 1) * n))
                 group = (item, prompts[g], groups[g], scored, rows)
-                spread = n > 1 and float(scored.total[rows].std(unbiased=False)) > 0
-                (varied if spread or not d.dynamic_sampling else flat).append(group)
+                (kept if self.filter.keep(scored.total[rows], scored.correct[rows]) else rejected).append(group)
         gen_s = time.perf_counter() - t0
-        kept = (varied + flat)[: d.prompts_per_step]
+        trained = (kept + rejected)[: d.prompts_per_step]
         generated = Scored.concat(all_scores)
         self.last_reward_errors = generated.first_errors  # the loop warns once per failing reward
-        meta = [{"task": t, "uid": p.uid} for (t, p), *_ in kept]
-        batch = RolloutBatch.from_completions([k[1] for k in kept], [k[2] for k in kept],
+        meta = [{"task": t, "uid": p.uid} for (t, p), *_ in trained]
+        batch = RolloutBatch.from_completions([k[1] for k in trained], [k[2] for k in trained],
                                               self.tokenizer.pad_token_id, meta)
-        scored = Scored.concat([k[3].select(k[4]) for k in kept])
+        scored = Scored.concat([k[3].select(k[4]) for k in trained])
         batch.scores = scored.total.float()
         self._advantages(batch)
-        metrics = self._rollout_metrics(batch, generated, scored)
+        outcomes = self._observe(kept + rejected, trained, batch)
+        metrics = self._rollout_metrics(batch, generated, outcomes)
         metrics["perf/gen_tokens_per_s"] = gen_tokens / max(gen_s, 1e-9)
         metrics["perf/gen_s"] = gen_s
-        if d.dynamic_sampling:
-            metrics["dynamic_sampling/rounds"] = rounds
-            metrics["dynamic_sampling/wasted_frac"] = 1 - len(batch) / len(generated.total)
-            metrics["dynamic_sampling/filled_frac"] = min(len(varied), d.prompts_per_step) / d.prompts_per_step
+        if d.filter.name != "none":
+            metrics["sampling/rounds"] = rounds
+            metrics["sampling/wasted_frac"] = 1 - len(batch) / len(generated.total)
+            metrics["sampling/filled_frac"] = min(len(kept), d.prompts_per_step) / d.prompts_per_step
+            metrics["sampling/skipped_prompts"] = skipped
         return batch, metrics
+
+    def _observe(self, generated: list, trained: list, batch: RolloutBatch) -> list[GroupOutcome]:
+        """Hand every generated group to the curriculum statistics and the sampler; trained groups with the mean
+        |advantage| of their samples (token advantages averaged over each completion)."""
+        mask = batch.completion_mask
+        per_sample = (batch.advantages.abs() * mask).sum(-1) / mask.sum(-1).clamp(min=1)
+        n = self.params.n
+        trained_ids = {id(group): g for g, group in enumerate(trained)}
+        outcomes = []
+        for group in generated:
+            (t, problem), _, _, scored, rows = group
+            g = trained_ids.get(id(group))
+            outcomes.append(GroupOutcome(
+                t, prompt_key(self.tasks[t], problem), [bool(c) for c in scored.correct[rows]],
+                float(scored.total[rows].mean()),
+                None if g is None else float(per_sample[g * n : (g + 1) * n].mean())))
+        self.stats.record(self.step, outcomes)
+        self.sampler.observe(outcomes)
+        return outcomes
 
     def _advantages(self, batch: RolloutBatch) -> None:
         a = self.cfg.algorithm
@@ -204,8 +231,9 @@ class Trainer:
             loss_mask = loss_mask * high_entropy_token_mask(batch.rollout_entropy, loss_mask, a.high_entropy_fraction)
         batch.loss_mask = loss_mask
 
-    def _rollout_metrics(self, batch: RolloutBatch, generated: Scored, scored: Scored) -> dict[str, float]:
-        """Reward and accuracy over every generated sample; shapes and advantages over the trained batch."""
+    def _rollout_metrics(self, batch: RolloutBatch, generated: Scored, outcomes: list[GroupOutcome]) -> dict[str, float]:
+        """Reward and accuracy over every generated sample; shapes and advantages over the trained batch;
+        per-source figures and the prompt pool's pass-rate histogram from the curriculum statistics."""
         lengths = batch.completion_mask.sum(-1)
         n = self.params.n
         groups = generated.total.view(-1, n)
@@ -228,11 +256,18 @@ class Trainer:
         for key, values in generated.extras.items():
             m[f"reward/{key}"] = float(values.nanmean())
         if len(self.tasks) > 1:
-            by_task = defaultdict(list)
-            for i, meta in enumerate(batch.metadata):
-                by_task[self.tasks[meta["task"]].label].append(bool(scored.correct[i]))
-            for label, flags in by_task.items():
-                m[f"accuracy/{label}"] = sum(flags) / len(flags)
+            for t, task in enumerate(self.tasks):
+                mine = [o for o in outcomes if o.source == t]
+                samples = sum(len(o.correct) for o in mine)
+                m[f"source/{task.label}/drawn"] = self.stats.sources[t].drawn
+                if samples:
+                    m[f"source/{task.label}/accuracy"] = sum(sum(o.correct) for o in mine) / samples
+                    m[f"source/{task.label}/reward"] = sum(o.mean_reward * len(o.correct) for o in mine) / samples
+        m.update(self.sampler.metrics())
+        histogram = self.stats.pass_rate_histogram()
+        m["pool/prompts_seen"] = len(self.stats.prompts)
+        for b, count in enumerate(histogram):
+            m[f"pool/pass_rate_{b / len(histogram):.1f}-{(b + 1) / len(histogram):.1f}"] = count
         if self.kl_control is not None:
             m["actor/kl_coef"] = self.kl_coef
         return m
@@ -303,7 +338,8 @@ class Trainer:
 
     def save(self) -> Path:
         state = {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
-                 "sampler": self.sampler.state_dict(), "advantage_history": self.advantage_history,
+                 "sampler": self.sampler.state_dict(),
+                 "curriculum_stats": self.stats.state_dict(), "advantage_history": self.advantage_history,
                  "kl_control": self.kl_control.state_dict() if self.kl_control else None,
                  "config": self.cfg.model_dump(mode="json")}
         return save_checkpoint(self.out / "checkpoints", self.step, self.model, self.tokenizer, state,

@@ -36,15 +36,15 @@ def test_every_preset_trains_twenty_steps_and_logs_its_metrics(fast_config, leng
     if preset == "forking_tokens":
         assert all(0.15 < r["tokens/selected_frac"] <= 0.3 for r in rows)
     if preset == "dapo":
-        assert cfg.data.dynamic_sampling and all("dynamic_sampling/wasted_frac" in r for r in rows)
+        assert cfg.data.filter.name == "dynamic_sampling" and all("sampling/wasted_frac" in r for r in rows)
         assert all("reward/overlong/mean" in r for r in rows)
 
 
 def test_explicit_settings_beat_the_preset_and_features_can_be_turned_off(fast_config):
     cfg = build_config(fast_config(algorithm={"preset": "dapo", "clip_eps_high": 0.3},
-                                   data={"dynamic_sampling": False}))
+                                   data={"filter": "none"}))
     assert cfg.algorithm.clip_eps_high == 0.3 and cfg.algorithm.clip_eps_low == 0.2
-    assert cfg.data.dynamic_sampling is False
+    assert cfg.data.filter.name == "none"
 
 
 def test_dynamic_sampling_never_trains_on_a_flat_group_while_prompts_remain(fast_config, tmp_path):
@@ -52,7 +52,7 @@ def test_dynamic_sampling_never_trains_on_a_flat_group_while_prompts_remain(fast
     # Groups of prompts with an even answer all get 1.0 (no variance); odd answers get varied rewards.
     reward.write_text("def parity(prompt, completion, answer, **f):\n"
                       "    return 1.0 if int(answer) % 2 == 0 else float(len(completion))\n")
-    cfg = build_config(fast_config(steps=3, data={"dynamic_sampling": True, "max_sampling_rounds": 8},
+    cfg = build_config(fast_config(steps=3, data={"filter": "dynamic_sampling", "max_sampling_rounds": 8},
                                    rewards={"functions": [{"function": f"{reward}:parity"}]}))
     trainer = Trainer(cfg)
     wasted, rounds = [], []
@@ -61,9 +61,9 @@ def test_dynamic_sampling_never_trains_on_a_flat_group_while_prompts_remain(fast
             batch, metrics = trainer.rollout()
             groups = batch.scores.view(cfg.data.prompts_per_step, cfg.rollout.samples_per_prompt)
             assert (groups.std(-1) > 0).all(), groups  # every trained group has reward variance
-            assert metrics["dynamic_sampling/filled_frac"] == 1.0
-            wasted.append(metrics["dynamic_sampling/wasted_frac"])
-            rounds.append(metrics["dynamic_sampling/rounds"])
+            assert metrics["sampling/filled_frac"] == 1.0
+            wasted.append(metrics["sampling/wasted_frac"])
+            rounds.append(metrics["sampling/rounds"])
     finally:
         trainer.pool.close()
     # even-answer groups were generated and dropped, and made the sampler go another round
@@ -73,11 +73,11 @@ def test_dynamic_sampling_never_trains_on_a_flat_group_while_prompts_remain(fast
 def test_dynamic_sampling_stops_at_its_round_limit(fast_config, tmp_path):
     reward = tmp_path / "flat.py"
     reward.write_text("def flat(prompt, completion, **f):\n    return 1.0\n")
-    cfg = build_config(fast_config(steps=2, data={"dynamic_sampling": True, "max_sampling_rounds": 3},
+    cfg = build_config(fast_config(steps=2, data={"filter": "dynamic_sampling", "max_sampling_rounds": 3},
                                    rewards={"functions": [{"function": f"{reward}:flat"}]}))
     Trainer(cfg).fit()  # goes on: the step is topped up with flat groups that carry no gradient
     for r in rows_of(cfg):
-        assert r["dynamic_sampling/rounds"] == 3 and r["dynamic_sampling/filled_frac"] == 0.0
+        assert r["sampling/rounds"] == 3 and r["sampling/filled_frac"] == 0.0
         assert r["advantage/zero_frac"] == 1.0
 
 

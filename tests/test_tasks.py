@@ -2,7 +2,6 @@ import json
 
 import pytest
 
-from rlvr.curriculum import MixtureSampler
 from rlvr.errors import ConfigError
 from rlvr.tasks import make_task
 from rlvr.tasks.arithmetic import score as arithmetic_score
@@ -66,20 +65,3 @@ def test_dataset_task_reads_jsonl_with_column_mapping(tmp_path):
     assert task.size("train") == 8 and task.size("eval") == 2
     p = task.problem("eval", 1)
     assert (p.prompt, p.answer, p.fields) == ("9*2=", "18", {"level": 0})
-
-
-def test_sampler_state_round_trip_gives_the_same_prompts(tmp_path):
-    path = tmp_path / "small.jsonl"
-    path.write_text("".join(json.dumps({"prompt": f"p{i}", "answer": "a"}) + "\n" for i in range(5)))
-    tasks = [make_task("arithmetic", 0, {}), make_task("dataset", 0, {"path": str(path)})]
-    sampler = MixtureSampler(tasks, [1.0, 1.0], seed=0)
-    sampler.next_batch(7)
-    state = sampler.state_dict()
-    expected = [(t, p.uid) for t, p in sampler.next_batch(12)]
-    again = MixtureSampler(tasks, [1.0, 1.0], seed=0)
-    again.load_state_dict(state)
-    assert [(t, p.uid) for t, p in again.next_batch(12)] == expected
-    # a finite dataset is drawn once per epoch in shuffled order
-    solo = MixtureSampler([tasks[1]], [1.0], seed=0)
-    first_epoch = [p.uid for _, p in solo.next_batch(5)]
-    assert sorted(first_epoch) == sorted(tasks[1].problem("train", i).uid for i in range(5))

@@ -1,5 +1,8 @@
-"""Prompt samplers and per-prompt statistics."""
+"""Prompt samplers, group filters and the per-prompt / per-source statistics they use."""
 
-from rlvr.curriculum.samplers import MixtureSampler
+from rlvr.curriculum.filters import GROUP_FILTERS, GroupFilter, make_filter
+from rlvr.curriculum.samplers import SAMPLERS, MixtureSampler, PromptSampler, make_sampler
+from rlvr.curriculum.stats import CurriculumStats, GroupOutcome, prompt_key
 
-__all__ = ["MixtureSampler"]
+__all__ = ["GROUP_FILTERS", "SAMPLERS", "CurriculumStats", "GroupFilter", "GroupOutcome", "MixtureSampler",
+           "PromptSampler", "make_filter", "make_sampler", "prompt_key"]

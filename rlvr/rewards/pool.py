@@ -20,6 +20,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any, Literal
 
 Status = Literal["ok", "error", "timeout", "crash"]
+STARTUP_TIMEOUT_S = 120.0
 
 
 @dataclass
@@ -67,6 +68,12 @@ class _Worker:
         self.pending: deque[RewardRequest] = deque()
         self.last_progress = time.monotonic()
 
+    def wait_ready(self, timeout_s: float = STARTUP_TIMEOUT_S) -> None:
+        """Block until the worker has started (so its start-up never counts against an item's timeout)."""
+        if not self.conn.poll(timeout_s) or self.conn.recv() != "ready":
+            self.kill()
+            raise RuntimeError(f"a reward worker did not start within {timeout_s:g} s")
+
     def send(self, chunk: list[RewardRequest]) -> None:
         self.pending.extend(chunk)
         self.last_progress = time.monotonic()
@@ -99,13 +106,16 @@ class RewardPool:
         self.retries = 0
 
     def _ensure_workers(self) -> None:
-        while len(self._workers) < self.num_workers:
-            self._workers.append(_Worker())
+        started = [_Worker() for _ in range(self.num_workers - len(self._workers))]
+        for worker in started:
+            worker.wait_ready()
+        self._workers += started
 
     def _replace(self, worker: _Worker) -> _Worker:
         worker.kill()
         self.restarts += 1
         fresh = _Worker()
+        fresh.wait_ready()
         self._workers[self._workers.index(worker)] = fresh
         return fresh
 

@@ -38,6 +38,7 @@ def serve(conn: Connection) -> None:
     message) until told to stop (None) or orphaned."""
     from rlvr.rewards.loading import resolve_function
 
+    conn.send("ready")
     while True:
         try:
             batch = conn.recv()

@@ -10,6 +10,6 @@ from __future__ import annotations
 # Register the built-in tasks.
 from rlvr.tasks import arithmetic, code, dataset, reasoning_gym  # noqa: E402,F401
 from rlvr.tasks import math as math_task  # noqa: E402,F401
-from rlvr.tasks.base import TASKS, Problem, Task, make_task
+from rlvr.tasks.base import TASKS, Problem, Task, make_task, make_tasks
 
-__all__ = ["Problem", "Task", "TASKS", "make_task"]
+__all__ = ["Problem", "Task", "TASKS", "make_task", "make_tasks"]

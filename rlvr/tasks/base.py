@@ -31,9 +31,15 @@ class Task(ABC):
     name: str
     verifier: str  # 'module:function' with signature f(prompt, completion, **fields) -> float | dict
 
+    label_override: str | None = None  # data.tasks[].label
+
     @property
     def label(self) -> str:
-        """Name used in per-task metrics."""
+        """Name used in per-source metrics and statistics: data.tasks[].label, else the task's default."""
+        return self.label_override or self.default_label
+
+    @property
+    def default_label(self) -> str:
         return self.name
 
     @abstractmethod
@@ -56,9 +62,22 @@ class Task(ABC):
 TASKS: Registry[type[Task]] = Registry("task")
 
 
-def make_task(name: str, seed: int, args: dict[str, Any]) -> Task:
+def make_task(name: str, seed: int, args: dict[str, Any], label: str | None = None) -> Task:
     cls = TASKS.get(name)
     try:
-        return cls(seed=seed, **args)
+        task = cls(seed=seed, **args)
     except TypeError as e:
         raise ConfigError(f"Bad arguments for task '{name}' (data.tasks[].args): {e}") from None
+    task.label_override = label
+    return task
+
+
+def make_tasks(configs: list, seed: int) -> list[Task]:
+    """The tasks of data.tasks; their labels must differ, since metrics and statistics are keyed by them."""
+    tasks = [make_task(t.name, seed, t.args, t.label) for t in configs]
+    labels = [t.label for t in tasks]
+    repeated = sorted({label for label in labels if labels.count(label) > 1})
+    if repeated:
+        raise ConfigError(f"data.tasks: several tasks are labelled {', '.join(map(repr, repeated))}; give each a "
+                          "distinct `label` (used in per-source metrics).")
+    return tasks

@@ -79,7 +79,7 @@ class ReasoningGymTask(Task):
             raise ConfigError(f"Bad reasoning-gym config for '{dataset}' (data.tasks[].args.config): {e}") from None
 
     @property
-    def label(self) -> str:
+    def default_label(self) -> str:
         return self.dataset
 
     def size(self, split: str) -> int | None:

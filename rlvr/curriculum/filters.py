@@ -1,0 +1,72 @@
+"""Which generated groups a step trains on, as a registry of group filters. A filter that regenerates makes the
+trainer over-generate: groups it rejects are set aside and new prompts are drawn until the step is full or
+`data.max_sampling_rounds` is reached (then it is topped up with set-aside groups)."""
+
+from __future__ import annotations
+
+import torch
+
+from rlvr.curriculum.stats import CurriculumStats
+from rlvr.errors import ConfigError
+from rlvr.registry import Registry
+
+GROUP_FILTERS: Registry[type[GroupFilter]] = Registry("group filter")
+
+
+class GroupFilter:
+    regenerates = False
+
+    def keep(self, rewards: torch.Tensor, correct: torch.Tensor) -> bool:
+        """Whether a group (its samples' total rewards and verifier verdicts) is trained on."""
+        return True
+
+    def admit(self, stats: CurriculumStats, key: str) -> bool:
+        """Whether a prompt is worth generating for, from what is known of it before generation."""
+        return True
+
+
+@GROUP_FILTERS.register("none")
+class KeepAll(GroupFilter):
+    """Train on every generated group."""
+
+
+@GROUP_FILTERS.register("dynamic_sampling")
+class NonzeroRewardSpread(GroupFilter):
+    """DAPO dynamic sampling (Yu et al. 2025, sec. 3.2): drop groups whose rewards are all equal (they have zero
+    advantage under group normalization) and generate more: keep iff std(rewards) > 0."""
+
+    regenerates = True
+
+    def keep(self, rewards: torch.Tensor, correct: torch.Tensor) -> bool:
+        return len(rewards) > 1 and float(rewards.std(unbiased=False)) > 0
+
+
+@GROUP_FILTERS.register("pass_rate")
+class PassRateBand(GroupFilter):
+    """Online difficulty filtering (Bae et al. 2025, "Online Difficulty Filtering for Reasoning Oriented
+    Reinforcement Learning"): train only on prompts of intermediate difficulty, keep iff
+    low <= mean(verifier verdicts of the group) <= high. Prompts whose observed pass rate (over at least
+    `min_attempts` samples in earlier steps) lies outside the band are not generated for again."""
+
+    regenerates = True
+
+    def __init__(self, low: float = 0.25, high: float = 0.75, min_attempts: int = 8):
+        if not 0 <= low <= high <= 1 or min_attempts < 1:
+            raise ConfigError(f"data.filter.args: pass_rate needs 0 <= low <= high <= 1 and min_attempts >= 1, got "
+                              f"low={low}, high={high}, min_attempts={min_attempts}")
+        self.low, self.high, self.min_attempts = low, high, min_attempts
+
+    def keep(self, rewards: torch.Tensor, correct: torch.Tensor) -> bool:
+        return self.low <= float(correct.float().mean()) <= self.high
+
+    def admit(self, stats: CurriculumStats, key: str) -> bool:
+        rate = stats.pass_rate(key, self.min_attempts)
+        return rate is None or self.low <= rate <= self.high
+
+
+def make_filter(name: str, args: dict) -> GroupFilter:
+    cls = GROUP_FILTERS.get(name)
+    try:
+        return cls(**args)
+    except TypeError as e:
+        raise ConfigError(f"data.filter.args for filter '{name}': {e}. See docs/curriculum.md.") from None
