@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +30,8 @@ class Task(ABC):
 
     name: str
     verifier: str  # 'module:function' with signature f(prompt, completion, **fields) -> float | dict
+    has_rows = False  # problems come from a file, and its constructor takes the data.bad_rows policy
+    skipped_rows: Sequence[str] = ()  # 'file, line N: why' for each row the bad-row policy dropped
 
     @property
     def label(self) -> str:
@@ -44,6 +46,10 @@ class Task(ABC):
     def problem(self, split: str, index: int) -> Problem:
         """The problem at `index` of `split` (deterministic)."""
 
+    def screen_prompts(self, encode: Callable[[str], list[int]]) -> None:  # noqa: B027 (optional hook)
+        """Encode every prompt up front so an unusable one is found before training (tasks read from files);
+        procedural tasks have nothing to screen."""
+
     def corpus(self, n: int = 2000) -> Iterator[str]:
         """Text to train a tiny model's tokenizer on: prompts and solutions of the train split."""
         size = self.size("train")
@@ -56,8 +62,12 @@ class Task(ABC):
 TASKS: Registry[type[Task]] = Registry("task")
 
 
-def make_task(name: str, seed: int, args: dict[str, Any]) -> Task:
+def make_task(name: str, seed: int, args: dict[str, Any], bad_rows: str = "error") -> Task:
+    """The task `name` built from its config args; a task read from a file also gets the bad-row policy
+    (its own args.bad_rows wins)."""
     cls = TASKS.get(name)
+    if cls.has_rows:
+        args = {"bad_rows": bad_rows, **args}
     try:
         return cls(seed=seed, **args)
     except TypeError as e:
