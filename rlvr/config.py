@@ -61,7 +61,14 @@ class DataConfig(Section):
     )
     max_sampling_rounds: int = Field(4, gt=0, description="Generation rounds per step at most (dynamic sampling).")
     system_prompt: str | None = None
-    max_prompt_tokens: int = Field(1024, gt=0)
+    max_prompt_tokens: int = Field(
+        1024, gt=0, description="Longest prompt in tokens; the model's context minus rollout.max_new_tokens caps it too."
+    )
+    bad_rows: Literal["error", "skip"] = Field(
+        "error", description="Dataset rows that cannot be used (malformed JSON, not UTF-8, a missing or empty column, "
+        "a prompt over the token limit): 'error' stops before training naming the file and line; 'skip' drops them "
+        "and counts them in data/skipped_rows."
+    )
 
 
 class RolloutConfig(Section):
@@ -153,6 +160,10 @@ class OptimConfig(Section):
     micro_batch_size: int = Field(8, gt=0, description="Sequences per forward/backward.")
     ppo_epochs: int = Field(1, gt=0)
     mini_batches: int = Field(1, gt=0, description="Optimizer steps per epoch over the step's samples.")
+    max_nonfinite_steps: int = Field(
+        10, ge=1, description="Stop the run after this many steps in a row whose loss or gradient was NaN/inf "
+        "(such updates are always skipped)."
+    )
 
 
 class RewardFunctionConfig(Section):
