@@ -134,7 +134,8 @@ class AlgorithmConfig(Section):
             return data
         from rlvr.algorithms.presets import PRESETS, apply_preset
 
-        return apply_preset(data) if data["preset"] in PRESETS else data  # unknown names: see _known_preset
+        known = isinstance(data["preset"], str) and data["preset"] in PRESETS
+        return apply_preset(data) if known else data  # unknown names and wrong types: see _known_preset
 
     @field_validator("preset")
     @classmethod
