@@ -124,7 +124,12 @@ def save_checkpoint(root: str | Path, step: int, model, tokenizer, state: dict[s
         write_manifest(directory)
         _mark_complete(directory, step)
 
-    final = write_dir_atomically(root / f"step-{step:07d}", fill)
+    final = root / f"step-{step:07d}"
+    try:
+        write_dir_atomically(final, fill)
+    except OSError as e:
+        raise RlvrError(f"Could not write checkpoint {final}: {e}. The earlier checkpoints under {root} are intact; "
+                        f"free disk space (or fix the directory) and continue with --resume auto.") from e
     prune_checkpoints(root, keep_last, protected)
     return final
 

@@ -88,7 +88,8 @@ def test_a_save_that_fails_midway_leaves_the_previous_checkpoint_and_is_cleaned_
         raise OSError("disk vanished")
 
     monkeypatch.setattr(checkpoint, phase, fail)
-    with pytest.raises(OSError):
+    with pytest.raises(RlvrError, match=r"Could not write checkpoint .*step-0000002: disk vanished\. The earlier "
+                                        r"checkpoints under .* are intact"):
         save(2)
     assert list_checkpoints(previous.parent) == [previous] and checkpoint_damage(previous) is None
     monkeypatch.undo()
