@@ -1,13 +1,22 @@
-"""Atomic checkpoints: an HF-format model directory (loadable with plain transformers) plus trainer
-state (optimizer, scheduler, RNG, sampler, step). Written to a temporary directory, marked complete,
-then renamed into place, so a kill at any point leaves the previous checkpoint intact."""
+"""Crash-safe checkpoints: an HF-format model directory (loadable with plain transformers) plus trainer
+state (optimizer, scheduler, RNG, sampler, step).
+
+A checkpoint is written into a hidden temporary directory, given a manifest (size and sha256 of every
+file) and a COMPLETE marker, fsynced, then renamed into place; old ones are renamed aside before they
+are deleted. So a kill at any point leaves every `step-N` directory either absent or whole, and a
+damaged one (a disk fault, a hand edit) is caught by its manifest when it is resumed from.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import random
 import re
 import shutil
+import sys
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +27,10 @@ from rlvr.errors import RlvrError
 from rlvr.models import save_pretrained
 
 STATE_FILE = "trainer_state.pt"
+MANIFEST = "MANIFEST.json"
 COMPLETE = "COMPLETE"
 _NAME = re.compile(r"^step-(\d+)$")
+_LEFTOVER = re.compile(r"^\.(tmp|trash)-")
 
 
 def rng_state() -> dict[str, Any]:
@@ -32,7 +43,7 @@ def set_rng_state(state: dict[str, Any]) -> None:
     torch.set_rng_state(state["torch"])
 
 
-def _fsync_dir(path: Path) -> None:
+def _fsync(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -40,25 +51,86 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def save_checkpoint(root: str | Path, step: int, model, tokenizer, state: dict[str, Any], keep_last: int) -> Path:
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _discard(path: Path) -> None:
+    """Delete a directory without ever leaving a half-deleted one under its name: rename it aside first."""
+    trash = path.with_name(f".trash-{path.name}")
+    shutil.rmtree(trash, ignore_errors=True)
+    os.rename(path, trash)
+    shutil.rmtree(trash, ignore_errors=True)
+
+
+def write_dir_atomically(path: str | Path, fill: Callable[[Path], None]) -> Path:
+    """Run `fill` on a hidden sibling directory, fsync what it wrote, then rename it to `path` (replacing an
+    existing one), so `path` is either the old directory or the whole new one, never a partial one."""
+    path = Path(path)
+    tmp = path.with_name(f".tmp-{path.name}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    fill(tmp)
+    for f in tmp.iterdir():
+        _fsync(f)
+    _fsync(tmp)
+    if path.exists():
+        _discard(path)
+    os.rename(tmp, path)
+    _fsync(path.parent)
+    return path
+
+
+def _save_state(directory: Path, state: dict[str, Any]) -> None:
+    torch.save(state, directory / STATE_FILE)
+
+
+def write_manifest(directory: Path) -> None:
+    """Record the size and sha256 of every file in `directory`."""
+    files = {f.name: {"bytes": f.stat().st_size, "sha256": _sha256(f)} for f in sorted(directory.iterdir())
+             if f.is_file() and f.name not in (MANIFEST, COMPLETE)}
+    (directory / MANIFEST).write_text(json.dumps(files, indent=1))
+
+
+def _mark_complete(directory: Path, step: int) -> None:
+    (directory / COMPLETE).write_text(str(step))
+
+
+def prune_checkpoints(root: Path, keep_last: int, protected: Collection[str | Path] = ()) -> None:
+    """Delete all but the newest `keep_last` checkpoints, never one in `protected`, and the leftovers of
+    saves that were interrupted."""
+    keep = {Path(p).name for p in protected}
+    for old in list_checkpoints(root)[:-keep_last]:
+        if old.name not in keep:
+            _discard(old)
+    for leftover in root.iterdir():
+        if _LEFTOVER.match(leftover.name):
+            shutil.rmtree(leftover, ignore_errors=True)
+
+
+def save_checkpoint(root: str | Path, step: int, model, tokenizer, state: dict[str, Any], keep_last: int,
+                    protected: Collection[str | Path] = ()) -> Path:
+    """Write checkpoint `step-N` under `root` and apply retention (`protected` checkpoints are always kept)."""
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
+
+    def fill(directory: Path) -> None:
+        save_pretrained(model, tokenizer, directory)
+        _save_state(directory, {**state, "step": step, "rng": rng_state()})
+        write_manifest(directory)
+        _mark_complete(directory, step)
+
     final = root / f"step-{step:07d}"
-    tmp = root / f".tmp-step-{step:07d}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    save_pretrained(model, tokenizer, tmp)
-    torch.save({**state, "step": step, "rng": rng_state()}, tmp / STATE_FILE)
-    (tmp / COMPLETE).write_text(str(step))
-    for f in tmp.iterdir():
-        with f.open("rb") as fh:
-            os.fsync(fh.fileno())
-    if final.exists():
-        shutil.rmtree(final)
-    os.rename(tmp, final)
-    _fsync_dir(root)
-    for old in list_checkpoints(root)[:-keep_last]:
-        shutil.rmtree(old, ignore_errors=True)
+    try:
+        write_dir_atomically(final, fill)
+    except OSError as e:
+        raise RlvrError(f"Could not write checkpoint {final}: {e}. The earlier checkpoints under {root} are intact; "
+                        f"free disk space (or fix the directory) and continue with --resume auto.") from e
+    prune_checkpoints(root, keep_last, protected)
     return final
 
 
@@ -71,18 +143,48 @@ def list_checkpoints(root: str | Path) -> list[Path]:
     return sorted(found, key=lambda p: int(_NAME.match(p.name).group(1)))
 
 
+def checkpoint_damage(path: str | Path) -> str | None:
+    """What is wrong with the checkpoint at `path` (a missing marker, manifest or file, a file whose size or
+    sha256 differs from its manifest), or None when it is intact."""
+    path = Path(path)
+    if not (path / COMPLETE).is_file():
+        return f"{path} has no {COMPLETE} marker (its save was interrupted)"
+    try:
+        files = json.loads((path / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return f"{path / MANIFEST} is missing or unreadable"
+    for name, expected in files.items():
+        f = path / name
+        if not f.is_file():
+            return f"{f} is missing"
+        if f.stat().st_size != expected["bytes"] or _sha256(f) != expected["sha256"]:
+            return f"{f} is damaged (its size or sha256 differs from {MANIFEST})"
+    if STATE_FILE not in files:
+        return f"{path} has no {STATE_FILE}"
+    return None
+
+
 def resolve_resume(resume: str, output_dir: str | Path) -> Path | None:
-    """'auto' -> newest complete checkpoint of the run (None when there is none); else a checkpoint path."""
+    """'auto' -> the run's newest intact checkpoint (None when it has none; damaged ones are skipped with a
+    warning); otherwise a checkpoint path, which must be intact."""
     if resume == "auto":
         found = list_checkpoints(Path(output_dir) / "checkpoints")
-        return found[-1] if found else None
-    path = Path(resume)
-    if not (path / STATE_FILE).is_file() or not (path / COMPLETE).is_file():
-        raise RlvrError(
-            f"--resume {resume}: not a complete rlvr checkpoint (needs {STATE_FILE} and {COMPLETE}). "
-            f"Use --resume auto to pick the newest complete checkpoint of the run."
-        )
-    return path
+        damaged = []
+        for path in reversed(found):
+            problem = checkpoint_damage(path)
+            if problem is None:
+                return path
+            damaged.append(problem)
+            print(f"warning: skipping damaged checkpoint: {problem}", file=sys.stderr)
+        if damaged:
+            raise RlvrError(f"--resume auto: every checkpoint of {output_dir} is damaged ({'; '.join(damaged)}). "
+                            f"Start a new run in another tracking.output_dir.")
+        return None
+    problem = checkpoint_damage(resume)
+    if problem is not None:
+        raise RlvrError(f"--resume {resume}: not an intact rlvr checkpoint: {problem}. "
+                        f"Use --resume auto to pick the newest intact checkpoint of the run, or an older checkpoint.")
+    return Path(resume)
 
 
 def load_state(path: str | Path) -> dict[str, Any]:

@@ -91,7 +91,14 @@ class DataConfig(Section):
                 raise ConfigError(f"data.{key}.name: {e}") from None
         return self
     system_prompt: str | None = None
-    max_prompt_tokens: int = Field(1024, gt=0)
+    max_prompt_tokens: int = Field(
+        1024, gt=0, description="Longest prompt in tokens; the model's context minus rollout.max_new_tokens caps it too."
+    )
+    bad_rows: Literal["error", "skip"] = Field(
+        "error", description="Dataset rows that cannot be used (malformed JSON, not UTF-8, a missing or empty column, "
+        "a prompt over the token limit): 'error' stops before training naming the file and line; 'skip' drops them "
+        "and counts them in data/skipped_rows."
+    )
 
 
 class RolloutConfig(Section):
@@ -157,7 +164,8 @@ class AlgorithmConfig(Section):
             return data
         from rlvr.algorithms.presets import PRESETS, apply_preset
 
-        return apply_preset(data) if data["preset"] in PRESETS else data  # unknown names: see _known_preset
+        known = isinstance(data["preset"], str) and data["preset"] in PRESETS
+        return apply_preset(data) if known else data  # unknown names and wrong types: see _known_preset
 
     @field_validator("preset")
     @classmethod
@@ -183,6 +191,10 @@ class OptimConfig(Section):
     micro_batch_size: int = Field(8, gt=0, description="Sequences per forward/backward.")
     ppo_epochs: int = Field(1, gt=0)
     mini_batches: int = Field(1, gt=0, description="Optimizer steps per epoch over the step's samples.")
+    max_nonfinite_steps: int = Field(
+        10, ge=1, description="Stop the run after this many steps in a row whose loss or gradient was NaN/inf "
+        "(such updates are always skipped)."
+    )
 
 
 class RewardFunctionConfig(Section):

@@ -51,15 +51,20 @@ class MetricsLogger:
                     raise
 
     def _truncate_after(self, step: int) -> None:
-        """A fresh run starts a fresh file; a resumed one drops rows after its checkpoint so the file reads
-        as one run."""
+        """A fresh run starts a fresh file; a resumed one drops rows after its checkpoint, and a row torn by a
+        kill mid-write, so the file reads as one run."""
         if not self.path.exists():
             return
         if step == 0:
             self.path.unlink()
             return
-        rows = [line for line in self.path.read_text().splitlines() if line.strip()]
-        kept = [r for r in rows if json.loads(r).get("step", 0) <= step]
+        kept = []
+        for line in self.path.read_text(errors="replace").splitlines():
+            try:
+                if json.loads(line).get("step", 0) <= step:
+                    kept.append(line)
+            except ValueError:
+                continue
         self.path.write_text("".join(r + "\n" for r in kept))
 
     def log(self, step: int, metrics: dict[str, float]) -> None:

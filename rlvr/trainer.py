@@ -25,7 +25,14 @@ from rlvr.algorithms import (
     overlong_mask,
 )
 from rlvr.batch import RolloutBatch
-from rlvr.checkpoint import list_checkpoints, load_state, resolve_resume, save_checkpoint, set_rng_state
+from rlvr.checkpoint import (
+    list_checkpoints,
+    load_state,
+    resolve_resume,
+    save_checkpoint,
+    set_rng_state,
+    write_dir_atomically,
+)
 from rlvr.config import RunConfig, dump_config
 from rlvr.curriculum import CurriculumStats, GroupOutcome, make_filter, make_sampler, prompt_key
 from rlvr.distributed import sum_gradients
@@ -33,13 +40,14 @@ from rlvr.errors import RlvrError
 from rlvr.evaluation import greedy_accuracy
 from rlvr.logprobs import completion_logprobs
 from rlvr.models import TINY, load_model, load_policy, load_tokenizer, save_pretrained
-from rlvr.prompts import PromptEncoder
+from rlvr.prompts import PromptEncoder, prompt_token_limit
+from rlvr.resources import checkpoint_bytes, ensure_disk_space, ensure_writable_dir
 from rlvr.rewards.composite import RewardComposer, Scored, completion_fields
 from rlvr.rewards.pool import RewardPool
 from rlvr.rollout import SamplingParams, make_engine
 from rlvr.tasks import make_tasks
 from rlvr.tracking import MetricsLogger
-from rlvr.update import LossSetup, accumulate_gradients
+from rlvr.update import LossSetup, NonFiniteStreak, accumulate_gradients, step_if_finite
 
 
 def seed_everything(seed: int) -> None:
@@ -73,23 +81,27 @@ class Trainer:
                 f"{self.out} already holds checkpoints (newest {existing[-1].name}). Continue that run with "
                 f"--resume auto, or choose another tracking.output_dir."
             )
-        self.out.mkdir(parents=True, exist_ok=True)
+        ensure_writable_dir(self.out)
         dump_config(cfg, self.out / "config.yaml")
-        seed_everything(cfg.seed)
         a = cfg.algorithm
         ADVANTAGES.get(a.advantage)  # fail early on unknown names
-        self.tasks = make_tasks(cfg.data.tasks, cfg.seed)
+        self.tasks = make_tasks(cfg.data.tasks, cfg.seed, cfg.data.bad_rows)
 
         self.initial_model = self._initial_model_dir()
         source = str(resume_path) if resume_path else self.initial_model
         self.tokenizer = load_tokenizer(source, cfg.model.trust_remote_code)
         self.model = load_model(cfg.model, name=source)
+        ensure_disk_space(self.out, checkpoint_bytes(self.model))
         self.ref_model = None
         if a.kl_coef > 0:
             self.ref_model = load_model(cfg.model, name=self.initial_model).eval().requires_grad_(False)
         self.kl_control = AdaptiveKLController(a.kl_coef, a.kl_target, a.kl_horizon) if a.kl_target else None
-        self.encode = PromptEncoder(self.tokenizer, cfg.model.chat_template, cfg.data.system_prompt,
-                                    cfg.data.max_prompt_tokens)
+        limit = prompt_token_limit(cfg.data.max_prompt_tokens, getattr(self.model.config, "max_position_embeddings", None),
+                                   cfg.rollout.max_new_tokens)
+        self.encode = PromptEncoder(self.tokenizer, cfg.model.chat_template, cfg.data.system_prompt, *limit)
+        for task in self.tasks:
+            task.screen_prompts(self.encode)
+        self.skipped_rows = [row for task in self.tasks for row in task.skipped_rows]
         self.engine = make_engine(cfg.rollout.engine, self.model, self.tokenizer, cfg.rollout.batch_size)
         r = cfg.rollout
         self.params = SamplingParams(n=r.samples_per_prompt, temperature=r.temperature, top_p=r.top_p, top_k=r.top_k,
@@ -111,7 +123,11 @@ class Trainer:
         self.pool = RewardPool(cfg.rewards.num_workers, cfg.rewards.timeout_s)
         self.composer = RewardComposer(cfg.rewards.functions, self.pool)
         self.advantage_history: dict = {}
+        self.nonfinite = NonFiniteStreak(o.max_nonfinite_steps)
         self.step = 0
+        # Training randomness starts here, so a run restarted before its first checkpoint (its initial model
+        # already built, no random init drawn) samples exactly what the first attempt did.
+        seed_everything(cfg.seed)
         if resume_path:
             state = load_state(resume_path)
             self.optimizer.load_state_dict(state["optimizer"])
@@ -122,6 +138,7 @@ class Trainer:
             if self.kl_control is not None:
                 self.kl_control.load_state_dict(state["kl_control"])
             set_rng_state(state["rng"])
+            self.nonfinite.count = state.get("nonfinite_streak", 0)
             self.step = state["step"]
 
     def _initial_model_dir(self) -> str:
@@ -132,7 +149,7 @@ class Trainer:
         if not (path / "config.json").is_file():
             corpus = [text for task in self.tasks for text in task.corpus()]
             model, tokenizer = load_policy(self.cfg.model, self.cfg.seed, corpus)
-            save_pretrained(model, tokenizer, path)
+            write_dir_atomically(path, lambda tmp: save_pretrained(model, tokenizer, tmp))
         return str(path)
 
     @property
@@ -299,20 +316,23 @@ class Trainer:
             on_policy=on_policy,
         )
         sums: dict[str, float] = defaultdict(float)
-        grad_norms = []
+        grad_norms, skipped = [], 0
         self.model.train()
         t0 = time.perf_counter()
         for _ in range(o.ppo_epochs):
             order = torch.randperm(len(batch)) if o.mini_batches > 1 else torch.arange(len(batch))
             for rows in order.chunk(o.mini_batches):
                 self.optimizer.zero_grad(set_to_none=True)
-                for k, v in accumulate_gradients(self.model, batch.select(rows), setup).items():
+                stats = accumulate_gradients(self.model, batch.select(rows), setup)
+                for k, v in stats.items():
                     sums[k] += v
                 sum_gradients(self.model)
                 params = [p for p in self.model.parameters() if p.requires_grad]
-                grad_norms.append(float(torch.nn.utils.clip_grad_norm_(params, o.grad_clip or float("inf"))))
-                self.optimizer.step()
-                self.scheduler.step()
+                norm = step_if_finite(self.optimizer, self.scheduler, params, stats["loss"], o.grad_clip)
+                if math.isfinite(norm):
+                    grad_norms.append(norm)
+                else:
+                    skipped += 1
         train_s = time.perf_counter() - t0
         updates = o.ppo_epochs * o.mini_batches
         tokens, selected = max(sums.pop("tokens"), 1.0), max(sums.pop("selected_tokens"), 1.0)
@@ -321,7 +341,8 @@ class Trainer:
             "actor/entropy": sums.pop("entropy") / tokens,
             "actor/kl_ref": sums.pop("kl_ref") / tokens if "kl_ref" in sums else float("nan"),
             "rollout/logprob_abs_diff": sums.pop("logprob_diff") / tokens,
-            "actor/grad_norm": sum(grad_norms) / len(grad_norms),
+            "actor/grad_norm": sum(grad_norms) / len(grad_norms) if grad_norms else float("nan"),
+            "actor/skipped_updates": skipped,
             "optim/lr": self.scheduler.get_last_lr()[0],
             "perf/train_tokens_per_s": float(batch.attention_mask.sum()) * o.ppo_epochs / max(train_s, 1e-9),
             "perf/train_s": train_s,
@@ -341,6 +362,7 @@ class Trainer:
                  "sampler": self.sampler.state_dict(),
                  "curriculum_stats": self.stats.state_dict(), "advantage_history": self.advantage_history,
                  "kl_control": self.kl_control.state_dict() if self.kl_control else None,
+                 "nonfinite_streak": self.nonfinite.count,
                  "config": self.cfg.model_dump(mode="json")}
         return save_checkpoint(self.out / "checkpoints", self.step, self.model, self.tokenizer, state,
                                self.cfg.checkpoint.keep_last)
@@ -352,6 +374,9 @@ class Trainer:
         logger = MetricsLogger(self.out, cfg.steps, self.step, cfg.tracking.console, cfg.tracking.tensorboard)
         metrics: dict[str, float] = {}
         warned: set[str] = set()
+        if self.skipped_rows:
+            logger.warn(f"skipped {len(self.skipped_rows)} unusable dataset rows (data.bad_rows=skip; counted in "
+                        f"data/skipped_rows); first: {self.skipped_rows[0]}")
         try:
             if self.step == 0 and cfg.eval.every_steps:
                 logger.log(0, self.evaluate())
@@ -368,7 +393,11 @@ class Trainer:
                 if cfg.eval.every_steps and (self.step % cfg.eval.every_steps == 0 or self.step == cfg.steps):
                     metrics.update(self.evaluate())
                 metrics["perf/step_s"] = time.perf_counter() - t0
+                metrics["data/skipped_rows"] = len(self.skipped_rows)
                 logger.log(self.step, metrics)
+                updates = cfg.optim.ppo_epochs * cfg.optim.mini_batches
+                if warning := self.nonfinite.record(self.step, metrics["actor/skipped_updates"], updates):
+                    logger.warn(warning)
                 every = cfg.checkpoint.every_steps
                 if (every and self.step % every == 0) or self.step == cfg.steps:
                     self.save()

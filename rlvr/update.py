@@ -6,6 +6,7 @@ accumulated gradients equal the full-batch gradient for any micro-batch size or 
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from rlvr.algorithms import aggregate
 from rlvr.batch import RolloutBatch
 from rlvr.config import AlgorithmConfig
 from rlvr.distributed import all_reduce_sum
+from rlvr.errors import RlvrError
 from rlvr.logprobs import completion_logprobs
 
 
@@ -65,3 +67,39 @@ def accumulate_gradients(model, mini: RolloutBatch, setup: LossSetup) -> dict[st
         for k, v in stats.items():
             sums[k] += float((v.detach() * loss_mask).sum())
     return sums
+
+
+def step_if_finite(optimizer, scheduler, params: list[torch.Tensor], loss: float, grad_clip: float | None) -> float:
+    """Clip the gradients and take the optimizer and scheduler step, unless the loss or the gradient norm is
+    NaN/inf: then the gradients are dropped and the weights stay as they were. Returns the gradient norm
+    (NaN when the update was skipped)."""
+    norm = float(torch.nn.utils.clip_grad_norm_(params, grad_clip or float("inf")))
+    if not (math.isfinite(loss) and math.isfinite(norm)):
+        optimizer.zero_grad(set_to_none=True)
+        return float("nan")
+    optimizer.step()
+    scheduler.step()
+    return norm
+
+
+class NonFiniteStreak:
+    """Counts steps in a row with a skipped (non-finite) update and stops the run after `limit` of them."""
+
+    def __init__(self, limit: int, count: int = 0):
+        self.limit, self.count = limit, count
+
+    def record(self, step: int, skipped: int, updates: int) -> str | None:
+        """A warning for a step with skipped updates (None for a clean step); raises RlvrError at the limit."""
+        if not skipped:
+            self.count = 0
+            return None
+        self.count += 1
+        if self.count >= self.limit:
+            raise RlvrError(
+                f"Stopped at step {step}: the loss or gradient was NaN/inf in {self.count} steps in a row "
+                f"(optim.max_nonfinite_steps={self.limit}). Those updates were skipped, so the weights and the last "
+                f"checkpoint are finite. Lower optim.lr, set optim.grad_clip, check the reward functions for NaN, "
+                f"or train in float32/bfloat16 instead of float16."
+            )
+        return (f"step {step}: non-finite loss or gradient, {skipped} of {updates} updates skipped "
+                f"({self.count} steps in a row; the run stops at optim.max_nonfinite_steps={self.limit})")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +30,8 @@ class Task(ABC):
 
     name: str
     verifier: str  # 'module:function' with signature f(prompt, completion, **fields) -> float | dict
+    has_rows = False  # problems come from a file, and its constructor takes the data.bad_rows policy
+    skipped_rows: Sequence[str] = ()  # 'file, line N: why' for each row the bad-row policy dropped
 
     label_override: str | None = None  # data.tasks[].label
 
@@ -50,6 +52,10 @@ class Task(ABC):
     def problem(self, split: str, index: int) -> Problem:
         """The problem at `index` of `split` (deterministic)."""
 
+    def screen_prompts(self, encode: Callable[[str], list[int]]) -> None:  # noqa: B027 (optional hook)
+        """Encode every prompt up front so an unusable one is found before training (tasks read from files);
+        procedural tasks have nothing to screen."""
+
     def corpus(self, n: int = 2000) -> Iterator[str]:
         """Text to train a tiny model's tokenizer on: prompts and solutions of the train split."""
         size = self.size("train")
@@ -62,8 +68,12 @@ class Task(ABC):
 TASKS: Registry[type[Task]] = Registry("task")
 
 
-def make_task(name: str, seed: int, args: dict[str, Any], label: str | None = None) -> Task:
+def make_task(name: str, seed: int, args: dict[str, Any], bad_rows: str = "error", label: str | None = None) -> Task:
+    """The task `name` built from its config args; a task read from a file also gets the bad-row policy
+    (its own args.bad_rows wins). `label` names it in metrics (data.tasks[].label)."""
     cls = TASKS.get(name)
+    if cls.has_rows:
+        args = {"bad_rows": bad_rows, **args}
     try:
         task = cls(seed=seed, **args)
     except TypeError as e:
@@ -72,9 +82,9 @@ def make_task(name: str, seed: int, args: dict[str, Any], label: str | None = No
     return task
 
 
-def make_tasks(configs: list, seed: int) -> list[Task]:
+def make_tasks(configs: list, seed: int, bad_rows: str = "error") -> list[Task]:
     """The tasks of data.tasks; their labels must differ, since metrics and statistics are keyed by them."""
-    tasks = [make_task(t.name, seed, t.args, t.label) for t in configs]
+    tasks = [make_task(t.name, seed, t.args, bad_rows, t.label) for t in configs]
     labels = [t.label for t in tasks]
     repeated = sorted({label for label in labels if labels.count(label) > 1})
     if repeated:

@@ -1,15 +1,32 @@
 """A task read from a dataset on disk: JSONL, Parquet, CSV, or a `datasets` directory saved with
-save_to_disk, with a column mapping. Rows are checked up front: a bad row names file, row and column."""
+save_to_disk, with a column mapping.
+
+Every row is checked before training starts. A row that cannot be used (malformed JSON, not UTF-8, a
+missing or empty column, a prompt over the token limit) either stops the run there, naming file, line and
+column (`data.bad_rows=error`), or is dropped and counted (`skip`). A column that no row has is a mapping
+mistake and always an error."""
 
 from __future__ import annotations
 
 import csv
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlvr.errors import DataError
+from rlvr.errors import ConfigError, DataError, did_you_mean
 from rlvr.tasks.base import TASKS, Problem, Task
+
+BAD_ROW_POLICIES = ("error", "skip")
+
+
+@dataclass
+class Row:
+    """One row of a dataset file: where it is, its values, and why it cannot be read (None when it can)."""
+
+    where: str  # 'data.jsonl, line 7'
+    values: dict[str, Any] = field(default_factory=dict)
+    problem: str | None = None
 
 
 def exact_match(prompt: str, completion: str, answer: str, **_: Any) -> float:
@@ -17,8 +34,71 @@ def exact_match(prompt: str, completion: str, answer: str, **_: Any) -> float:
     return float(completion.strip() == str(answer).strip())
 
 
-def read_rows(path: str | Path) -> list[dict[str, Any]]:
-    """All rows of a JSONL / JSON / Parquet / CSV file or a saved `datasets` directory."""
+def _utf8_problem(raw: bytes, error: UnicodeDecodeError) -> str:
+    return f"not valid UTF-8 (byte {raw[error.start]:#04x} at character {error.start + 1})"
+
+
+def _jsonl_rows(path: str, p: Path) -> list[Row]:
+    rows = []
+    with p.open("rb") as f:
+        for line_no, raw in enumerate(f, 1):
+            where = f"{path}, line {line_no}"
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                rows.append(Row(where, problem=_utf8_problem(raw, e)))
+                continue
+            if not line.strip():
+                continue
+            try:
+                value = json.loads(line)
+            except json.JSONDecodeError as e:
+                rows.append(Row(where, problem=f"not valid JSON ({e.msg})"))
+                continue
+            if isinstance(value, dict):
+                rows.append(Row(where, value))
+            else:
+                rows.append(Row(where, problem=f"expected a JSON object, got {type(value).__name__}"))
+    return rows
+
+
+def _json_rows(path: str, p: Path) -> list[Row]:
+    raw = p.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        raise DataError(f"{path}, line {line}: {_utf8_problem(raw, e)}.") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise DataError(f"{path}, line {e.lineno}: not valid JSON ({e.msg}).") from None
+    if not isinstance(data, list):
+        raise DataError(f"{path}: a .json dataset must hold a list of objects, not a {type(data).__name__}.")
+    return [Row(f"{path}, item {i}", item) if isinstance(item, dict)
+            else Row(f"{path}, item {i}", problem=f"expected a JSON object, got {type(item).__name__}")
+            for i, item in enumerate(data, 1)]
+
+
+def _csv_rows(path: str, p: Path, delimiter: str) -> list[Row]:
+    rows = []
+    # surrogateescape keeps undecodable bytes as lone surrogates, so one bad row does not hide the others.
+    with p.open(encoding="utf-8", errors="surrogateescape", newline="") as f:
+        reader = csv.DictReader(f, delimiter=delimiter)
+        for values in reader:
+            where = f"{path}, line {reader.line_num}"
+            if None in values:
+                rows.append(Row(where, problem=f"has {len(values[None])} more fields than the header"))
+            elif any(isinstance(v, str) and any("\udc80" <= c <= "\udcff" for c in v) for v in values.values()):
+                rows.append(Row(where, problem="not valid UTF-8"))
+            else:
+                rows.append(Row(where, values))
+    return rows
+
+
+def read_records(path: str | Path) -> list[Row]:
+    """Every row of a JSONL / JSON / Parquet / CSV file or a saved `datasets` directory, with its location;
+    a line that cannot be read (malformed JSON, not an object, not UTF-8) comes back with its `problem`."""
     p = Path(path).expanduser()
     if not p.exists():
         raise DataError(f"Dataset file '{path}' does not exist.")
@@ -30,35 +110,28 @@ def read_rows(path: str | Path) -> list[dict[str, Any]]:
         data = load_from_disk(str(p))
         if hasattr(data, "keys"):  # a DatasetDict: take its train split
             data = data["train"] if "train" in data else data[next(iter(data.keys()))]
-        return [dict(r) for r in data]
+        return [Row(f"{path}, row {i}", dict(r)) for i, r in enumerate(data, 1)]
     suffix = p.suffix.lower()
     if suffix in (".jsonl", ".ndjson"):
-        rows = []
-        with p.open(encoding="utf-8") as f:
-            for line_no, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise DataError(f"{path}, line {line_no}: not valid JSON ({e.msg}).") from None
-                if not isinstance(row, dict):
-                    raise DataError(f"{path}, line {line_no}: expected a JSON object, got {type(row).__name__}.")
-                rows.append(row)
-        return rows
+        return _jsonl_rows(str(path), p)
     if suffix == ".json":
-        data = json.loads(p.read_text(encoding="utf-8"))
-        if not isinstance(data, list):
-            raise DataError(f"{path}: a .json dataset must hold a list of objects.")
-        return data
+        return _json_rows(str(path), p)
     if suffix == ".parquet":
         import pyarrow.parquet as pq
 
-        return pq.read_table(p).to_pylist()
+        return [Row(f"{path}, row {i}", r) for i, r in enumerate(pq.read_table(p).to_pylist(), 1)]
     if suffix in (".csv", ".tsv"):
-        with p.open(encoding="utf-8", newline="") as f:
-            return list(csv.DictReader(f, delimiter="\t" if suffix == ".tsv" else ","))
+        return _csv_rows(str(path), p, "\t" if suffix == ".tsv" else ",")
     raise DataError(f"Dataset file '{path}' has an unknown format '{suffix}'; use .jsonl, .json, .parquet or .csv.")
+
+
+def read_rows(path: str | Path) -> list[dict[str, Any]]:
+    """All rows of a dataset file; the first row that cannot be read raises DataError naming file and line."""
+    rows = read_records(path)
+    for row in rows:
+        if row.problem is not None:
+            raise DataError(f"{row.where}: {row.problem}.")
+    return [row.values for row in rows]
 
 
 @TASKS.register("dataset")
@@ -66,13 +139,19 @@ class DatasetTask(Task):
     """Problems with reference answers from a file on disk (args: path, prompt_column, answer_column, ...)."""
 
     name = "dataset"
+    has_rows = True
 
     def __init__(self, seed: int = 0, path: str = "", prompt_column: str = "prompt", answer_column: str = "answer",
                  solution_column: str | None = None, eval_path: str | None = None, eval_size: int = 0,
-                 verifier: str = "rlvr.tasks.dataset:exact_match", extra_columns: list[str] | None = None):
+                 verifier: str = "rlvr.tasks.dataset:exact_match", extra_columns: list[str] | None = None,
+                 bad_rows: str = "error"):
         if not path:
             raise DataError("The dataset task needs data.tasks[].args.path: a .jsonl/.parquet/.csv file or a saved dataset.")
-        self.verifier = verifier
+        if bad_rows not in BAD_ROW_POLICIES:
+            raise ConfigError(f"bad_rows must be one of {', '.join(BAD_ROW_POLICIES)}, got {bad_rows!r}.")
+        self.verifier, self.bad_rows = verifier, bad_rows
+        self.skipped_rows: list[str] = []
+        self._where: dict[str, str] = {}  # problem uid -> its file and line
         self.columns = {"prompt": prompt_column, "answer": answer_column}
         if solution_column:
             self.columns["solution"] = solution_column
@@ -86,34 +165,84 @@ class DatasetTask(Task):
                 raise DataError(f"{path}: eval_size={eval_size} leaves no training rows (file has {len(rows)}).")
             self._splits = {"train": rows[:cut], "eval": rows[cut:]}
 
+    def _required(self) -> list[tuple[str, str]]:
+        """(role, column) pairs every row needs."""
+        return [*self.columns.items(), *(("extra", c) for c in self.extra)]
+
+    @staticmethod
+    def _mapping_hint(role: str) -> str:
+        return "data.tasks[].args.extra_columns" if role == "extra" else f"data.tasks[].args.{role}_column=NAME"
+
+    def _check_mapping(self, path: str, rows: list[Row]) -> None:
+        """A column that no row has is a misnamed column: one error naming it and the columns found."""
+        found = sorted({k for row in rows for k in row.values})
+        for role, col in self._required():
+            if not any(col in row.values for row in rows):
+                raise DataError(
+                    f"{rows[0].where}: column '{col}' ({role}) is missing, and no other row of {path} has it either."
+                    f"{did_you_mean(col, found)} Columns found: {', '.join(found) or 'none'}. "
+                    f"Map the column with {self._mapping_hint(role)}."
+                )
+
+    def _row_problem(self, values: dict[str, Any]) -> str | None:
+        for role, col in self._required():
+            value = values.get(col)
+            if value is None or (isinstance(value, str) and not value.strip()):
+                what = "is missing" if col not in values else "is null" if value is None else "is empty"
+                return (f"column '{col}' ({role}) {what}. Columns found: {', '.join(sorted(values)) or 'none'}. "
+                        f"Fix the row, or map the column with {self._mapping_hint(role)}")
+        return None
+
+    def _reject(self, where: str, problem: str) -> None:
+        """Apply the bad-row policy to an unusable row."""
+        if self.bad_rows == "error":
+            raise DataError(f"{where}: {problem}. (data.bad_rows=skip drops such rows and counts them.)")
+        self.skipped_rows.append(f"{where}: {problem}")
+
     def _load(self, path: str) -> list[Problem]:
-        rows = read_rows(path)
-        if not rows:
-            raise DataError(f"Dataset file '{path}' has no rows.")
-        line_word = "line" if str(path).endswith((".jsonl", ".ndjson")) else "row"
+        records = read_records(path)
+        readable = [row for row in records if row.problem is None]
+        if not readable:
+            first = f" First line: {records[0].where}: {records[0].problem}." if records else ""
+            raise DataError(f"Dataset file '{path}' has no readable rows.{first}")
+        self._check_mapping(path, readable)
         problems = []
-        for i, row in enumerate(rows, 1):
-            for role, col in [*self.columns.items(), *((c, c) for c in self.extra)]:
-                value = row.get(col)
-                if value is None or (isinstance(value, str) and not value.strip()):
-                    found = ", ".join(sorted(row)) or "none"
-                    what = "is missing" if col not in row else "is empty"
-                    raise DataError(
-                        f"{path}, {line_word} {i}: column '{col}' ({role}) {what}. Columns found: {found}. "
-                        f"Fix the row, or map the column with data.tasks[].args.{role}_column=NAME."
-                        if role in self.columns
-                        else f"{path}, {line_word} {i}: extra column '{col}' {what}. Columns found: {found}."
-                    )
+        for i, row in enumerate(records, 1):
+            problem = row.problem or self._row_problem(row.values)
+            if problem is not None:
+                self._reject(row.where, problem)
+                continue
+            values, uid = row.values, f"{Path(path).name}-{i}"
+            self._where[uid] = row.where
             problems.append(
                 Problem(
-                    uid=f"{Path(path).name}-{i}",
-                    prompt=str(row[self.columns["prompt"]]),
-                    answer=str(row[self.columns["answer"]]),
-                    solution=str(row[self.columns["solution"]]) if "solution" in self.columns else None,
-                    fields={c: row[c] for c in self.extra},
+                    uid=uid,
+                    prompt=str(values[self.columns["prompt"]]),
+                    answer=str(values[self.columns["answer"]]),
+                    solution=str(values[self.columns["solution"]]) if "solution" in self.columns else None,
+                    fields={c: values[c] for c in self.extra},
                 )
             )
+        if not problems:
+            raise DataError(f"Dataset file '{path}' has no usable rows; all {len(records)} were skipped "
+                            f"(first: {self.skipped_rows[0]}).")
         return problems
+
+    def screen_prompts(self, encode) -> None:
+        """Encode every prompt now, so an empty or over-long one meets the bad-row policy before training."""
+        for split, problems in self._splits.items():
+            kept = []
+            for p in problems:
+                try:
+                    encode(p.prompt)
+                except DataError as e:
+                    self._reject(self._where[p.uid], str(e).rstrip("."))
+                    continue
+                kept.append(p)
+            if problems and not kept:
+                raise DataError(f"No {split} prompt of task '{self.label}' is usable; all were skipped "
+                                f"(first: {self.skipped_rows[0]}).")
+            self._splits[split] = kept
 
     def size(self, split: str) -> int | None:
         return len(self._splits[split])

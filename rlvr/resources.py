@@ -1,0 +1,41 @@
+"""Checks that a run can write its outputs, made before any compute is spent."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+
+from rlvr.errors import RlvrError
+
+
+def ensure_writable_dir(path: str | Path) -> None:
+    """Create the output directory and write a probe file into it, or say why that is impossible."""
+    path = Path(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path) as probe:
+            probe.write(b"rlvr")
+    except OSError as e:
+        raise RlvrError(f"tracking.output_dir '{path}' is not a writable directory ({e.strerror or e}). "
+                        f"Choose a directory this user can write to.") from None
+
+
+def checkpoint_bytes(model: torch.nn.Module) -> int:
+    """Estimated size of one checkpoint: the weights plus AdamW's two moments, each the size of the weights."""
+    return 3 * sum(p.numel() * p.element_size() for p in model.parameters())
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.2f} GiB"
+
+
+def ensure_disk_space(path: str | Path, needed: int) -> None:
+    """Refuse to start when the disk holding `path` has less free space than one checkpoint needs."""
+    free = shutil.disk_usage(path).free
+    if free < needed:
+        raise RlvrError(f"Not enough disk space for a checkpoint in '{path}': {_gib(free)} free, one checkpoint needs "
+                        f"about {_gib(needed)} (weights plus optimizer state). Free some space or choose another "
+                        f"tracking.output_dir.")

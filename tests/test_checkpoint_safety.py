@@ -1,0 +1,97 @@
+"""Checkpoint safety: manifest checked on resume, damaged checkpoints skipped by --resume auto, retention of the
+last K (never a protected one), interrupted saves leave the previous checkpoint whole."""
+
+from __future__ import annotations
+
+import pytest
+from safetensors.torch import load_file
+
+import rlvr.checkpoint as checkpoint
+from rlvr.checkpoint import checkpoint_damage, list_checkpoints, load_state, resolve_resume, save_checkpoint
+from rlvr.config import TinyModelConfig
+from rlvr.errors import RlvrError
+from rlvr.models import build_tiny_model, train_tokenizer
+
+
+@pytest.fixture(scope="module")
+def model_and_tokenizer():
+    tokenizer = train_tokenizer(["1+2=3", "4+5=9"], 30)
+    spec = TinyModelConfig(hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32)
+    return build_tiny_model(spec, tokenizer, seed=0), tokenizer
+
+
+@pytest.fixture
+def save(tmp_path, model_and_tokenizer):
+    model, tokenizer = model_and_tokenizer
+    root = tmp_path / "run" / "checkpoints"
+
+    def write(step: int, keep_last: int = 5, protected=()):
+        return save_checkpoint(root, step, model, tokenizer, {"marker": step}, keep_last, protected)
+
+    return write
+
+
+def _flip_a_byte(path):
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def test_intact_checkpoint_passes_its_manifest_and_loads(save):
+    path = save(3)
+    assert checkpoint_damage(path) is None
+    assert load_state(path)["marker"] == 3 and load_file(path / "model.safetensors")
+    assert resolve_resume(str(path), path.parent.parent) == path
+
+
+def test_damaged_file_is_named_on_resume(save):
+    path = save(1)
+    _flip_a_byte(path / "model.safetensors")
+    with pytest.raises(RlvrError, match=r"model\.safetensors is damaged.*--resume auto"):
+        resolve_resume(str(path), path.parent.parent)
+    other = save(2)
+    (other / "trainer_state.pt").unlink()
+    with pytest.raises(RlvrError, match=r"trainer_state\.pt is missing"):
+        resolve_resume(str(other), other.parent.parent)
+
+
+def test_resume_auto_skips_a_damaged_newest_checkpoint_with_a_warning(save, capsys):
+    older, newest = save(1), save(2)
+    _flip_a_byte(newest / "trainer_state.pt")
+    assert resolve_resume("auto", newest.parent.parent) == older
+    assert f"skipping damaged checkpoint: {newest / 'trainer_state.pt'} is damaged" in capsys.readouterr().err
+
+
+def test_resume_auto_refuses_when_every_checkpoint_is_damaged(save):
+    paths = [save(step) for step in (1, 2)]
+    for path in paths:
+        (path / checkpoint.MANIFEST).unlink()
+    with pytest.raises(RlvrError, match="every checkpoint of .* is damaged"):
+        resolve_resume("auto", paths[0].parent.parent)
+
+
+def test_retention_keeps_the_last_k_and_every_protected_checkpoint(save):
+    for step in range(1, 6):
+        path = save(step, keep_last=2)
+    root = path.parent
+    assert [p.name for p in list_checkpoints(root)] == ["step-0000004", "step-0000005"]
+    for step in (6, 7):
+        save(step, keep_last=2, protected=[root / "step-0000004"])
+    assert [p.name for p in list_checkpoints(root)] == ["step-0000004", "step-0000006", "step-0000007"]
+
+
+@pytest.mark.parametrize("phase", ["save_pretrained", "_save_state", "write_manifest", "_mark_complete"])
+def test_a_save_that_fails_midway_leaves_the_previous_checkpoint_and_is_cleaned_up(save, monkeypatch, phase):
+    previous = save(1)
+
+    def fail(*args, **kwargs):
+        raise OSError("disk vanished")
+
+    monkeypatch.setattr(checkpoint, phase, fail)
+    with pytest.raises(RlvrError, match=r"Could not write checkpoint .*step-0000002: disk vanished\. The earlier "
+                                        r"checkpoints under .* are intact"):
+        save(2)
+    assert list_checkpoints(previous.parent) == [previous] and checkpoint_damage(previous) is None
+    monkeypatch.undo()
+    save(3)
+    assert sorted(p.name for p in previous.parent.iterdir()) == ["step-0000001", "step-0000003"]
