@@ -99,7 +99,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "intervals, the reasoning boundary between models, answer diversity and token entropy. "
                        "With --output: eval.json, report.md, passk.png, boundary.png (docs/evaluation.md).")
     e.add_argument("models", nargs="+", help="model directories (HF format), e.g. an SFT and an RL checkpoint")
-    e.add_argument("--task", help="a registered task (see `rlvr tasks`); default: the recipe's tasks")
+    e.add_argument("--task", help="a registered task with default arguments (see `rlvr tasks`); default: the "
+                   "recipe's tasks")
     e.add_argument("--recipe", help="YAML recipe giving task arguments, prompts, model loading and sampling")
     e.add_argument("--samples", type=int, default=0, help="completions sampled per problem, N (0: greedy only)")
     e.add_argument("--k", help="comma-separated k for pass@k and maj@k (default: 1, 2, 4, ... up to N)")

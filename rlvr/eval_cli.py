@@ -50,8 +50,9 @@ def run_eval_command(args) -> None:
 
     if args.samples < 0 or args.num_problems < 1:
         raise ConfigError("--samples must be >= 0 and --num-problems >= 1.")
-    if not args.task and not args.recipe:
-        raise ConfigError("Name the task with --task NAME (see `rlvr tasks`) or give a --recipe that lists tasks.")
+    if not (args.task or args.recipe or any(o.startswith("data.tasks=") for o in args.overrides)):
+        raise ConfigError("Name the task with --task NAME (see `rlvr tasks`), or give a --recipe or "
+                          "--set 'data.tasks=[{name: NAME, args: {...}}]' that lists tasks.")
     for path in args.models:
         if not (Path(path) / "config.json").is_file():
             raise ConfigError(f"Model '{path}' is not a saved HF model directory (no config.json); pass the "
