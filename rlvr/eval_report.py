@@ -102,7 +102,7 @@ def markdown(data: dict, figures: list[str]) -> str:
         g = m["generation"]
         lines.append(f"| {m['label']} | `{m['path']}` | {g['completions']} | {g['seconds']:.1f} | "
                      f"{g['completions_per_s']:.1f} |")
-    lines += ["", *[f"![{Path(f).stem}]({f})" for f in figures]]
+    lines += ["", "\n\n".join(f"![{Path(f).stem}]({f})" for f in figures)]
     lines += ["", "## Per problem", "", "correct samples out of N (greedy: y/n); the most frequent answer.", "",
               *head(["task", "problem", *[f"{label}" for label in labels]])]
     for rows in zip(*(m["problems"] for m in models)):

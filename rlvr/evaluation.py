@@ -24,6 +24,7 @@ class EvalSettings:
 
     num_problems: int
     max_new_tokens: int
+    min_new_tokens: int = 0  # EOS not sampled before this many tokens (fixed-length benchmarks only)
     samples: int = 0  # 0: greedy accuracy only
     ks: list[int] = field(default_factory=list)
     temperature: float = 1.0
@@ -151,7 +152,8 @@ def run_evaluation(engine: RolloutEngine, encode: PromptEncoder, tasks: list[Tas
     if settings.samples:
         passes.append(SamplingParams(n=settings.samples, temperature=settings.temperature, top_p=settings.top_p,
                                      top_k=settings.top_k, max_new_tokens=settings.max_new_tokens,
-                                     stop=settings.stop, return_entropy=settings.token_entropy))
+                                     min_new_tokens=settings.min_new_tokens, stop=settings.stop,
+                                     return_entropy=settings.token_entropy))
     total = len(work) * sum(p.n for p in passes)
     generation_s = 0.0
     with _progress(show_progress) as progress:
