@@ -7,7 +7,7 @@ import json
 from itertools import combinations
 from pathlib import Path
 
-from rlvr.evaluation import EvalRun, EvalSettings
+from rlvr.evaluation import EvalRun, EvalSettings, ProblemResult
 
 SHOWN_UIDS = 20  # problems listed by name in the report's boundary table
 
@@ -27,8 +27,17 @@ def boundary(a: EvalRun, b: EvalRun) -> dict:
             "neither": len(order) - len(solved_a | solved_b)}
 
 
+def problem_row(result: ProblemResult, metrics: dict[str, float]) -> dict:
+    """One row of the per-problem table: counts, the five most frequent answers, the problem's estimates."""
+    top = sorted(result.classes, key=lambda c: -c.count)[:5]
+    return {"task": result.task, "uid": result.uid, "reference": result.reference, "samples": result.samples,
+            "correct": result.correct, "greedy_correct": result.greedy_correct,
+            "distinct_answers": len(result.classes), "no_answer": result.no_answer,
+            "answers": [[c.answer, c.count, c.correct] for c in top],
+            **{name: round(v, 6) for name, v in metrics.items() if name != "greedy"}}
+
+
 def model_record(label: str, path: str, run: EvalRun) -> dict:
-    ks = run.settings.ks
     return {
         "label": label,
         "path": path,
@@ -36,12 +45,7 @@ def model_record(label: str, path: str, run: EvalRun) -> dict:
         "diversity": run.diversity(),
         "generation": {"completions": run.completions, "seconds": round(run.generation_s, 3),
                        "completions_per_s": run.completions / max(run.generation_s, 1e-9)},
-        "problems": [{"task": r.task, "uid": r.uid, "samples": r.samples, "correct": r.correct,
-                      "greedy_correct": r.greedy_correct, "distinct_answers": len(r.classes),
-                      "no_answer": r.no_answer,
-                      "answers": [[c.answer, c.count, c.correct] for c in sorted(r.classes, key=lambda c: -c.count)[:5]],
-                      **{name: round(v, 6) for name, v in r.metrics(ks).items() if name != "greedy"}}
-                     for r in run.results],
+        "problems": [problem_row(r, m) for r, m in zip(run.results, run.problem_metrics)],
     }
 
 
@@ -103,15 +107,16 @@ def markdown(data: dict, figures: list[str]) -> str:
         lines.append(f"| {m['label']} | `{m['path']}` | {g['completions']} | {g['seconds']:.1f} | "
                      f"{g['completions_per_s']:.1f} |")
     lines += ["", "\n\n".join(f"![{Path(f).stem}]({f})" for f in figures)]
-    lines += ["", "## Per problem", "", "correct samples out of N (greedy: y/n); the most frequent answer.", "",
-              *head(["task", "problem", *[f"{label}" for label in labels]])]
+    lines += ["", "## Per problem", "", "Correct samples out of N, greedy correct (y/n), and the most frequent answer.",
+              "", *head(["task", "problem", "reference", *labels])]
     for rows in zip(*(m["problems"] for m in models)):
         cells = []
         for r in rows:
             greedy = "" if r["greedy_correct"] is None else f" ({'y' if r['greedy_correct'] else 'n'})"
             top = f" `{r['answers'][0][0]}`" if r["answers"] else ""
             cells.append(f"{r['correct']}/{r['samples']}{greedy}{top}")
-        lines.append(f"| {rows[0]['task']} | `{rows[0]['uid']}` | " + " | ".join(cells) + " |")
+        reference = f"`{rows[0]['reference']}`" if rows[0]["reference"] is not None else "-"
+        lines.append(f"| {rows[0]['task']} | `{rows[0]['uid']}` | {reference} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -49,6 +50,7 @@ class AnswerClass:
 class ProblemResult:
     task: str
     uid: str
+    reference: str | None = None  # the problem's reference answer, when it has one
     samples: int = 0
     correct: int = 0
     greedy_correct: bool | None = None
@@ -77,12 +79,16 @@ class EvalRun:
     completions: int  # generated, greedy included
     generation_s: float  # wall time in the engine
 
+    @cached_property
+    def problem_metrics(self) -> list[dict[str, float]]:
+        """Each problem's estimates (ProblemResult.metrics), in order."""
+        return [r.metrics(self.settings.ks) for r in self.results]
+
     def summary(self, with_ci: bool = True, seed: int = 0) -> dict[str, dict[str, float | list[float]]]:
         """Each metric's mean over problems, with a 95% percentile bootstrap interval over problems."""
-        per_problem = [r.metrics(self.settings.ks) for r in self.results]
         out = {}
-        for name in per_problem[0] if per_problem else []:
-            values = [m[name] for m in per_problem]
+        for name in self.problem_metrics[0] if self.problem_metrics else []:
+            values = [m[name] for m in self.problem_metrics]
             out[name] = {"value": sum(values) / len(values)}
             if with_ci:
                 out[name]["ci95"] = list(bootstrap_ci(values, seed=seed))
@@ -144,7 +150,7 @@ def run_evaluation(engine: RolloutEngine, encode: PromptEncoder, tasks: list[Tas
     """Greedy and sampled completions for each task's first `num_problems` held-out problems, generated a
     batch of prompts per engine call and scored by the task's verifier."""
     work = [(task, problem) for task in tasks for problem in eval_problems(task, settings.num_problems)]
-    results = [ProblemResult(task.label, p.uid) for task, p in work]
+    results = [ProblemResult(task.label, p.uid, p.answer) for task, p in work]
     prompts = [encode(p.prompt, where=f"task {task.label}, eval problem {p.uid}") for task, p in work]
     passes = []
     if settings.greedy:

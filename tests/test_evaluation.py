@@ -181,6 +181,8 @@ def test_rlvr_eval_compares_models_and_writes_json_report_and_plots(two_tiny_mod
     for model in data["models"]:
         problems = model["problems"]
         assert len(problems) == 6 and all(p["samples"] == 8 for p in problems)
+        assert all(p["reference"] == str(sum(map(int, p["uid"].split("+")))) for p in problems)
+        assert all(sum(count for _, count, _ in p["answers"]) <= 8 - p["no_answer"] for p in problems)
         for k in (1, 2, 8):
             mean = sum(pass_at_k(8, p["correct"], k) for p in problems) / 6
             stats = model["metrics"][f"pass@{k}"]
