@@ -201,7 +201,10 @@ def _progress(show: bool) -> Progress:
 
 def evaluate_model(cfg: RunConfig, model_dir: str, settings: EvalSettings, show_progress: bool = False,
                    label: str = "eval") -> EvalRun:
-    """Load a saved model and evaluate it on the config's tasks (model loading, prompts and rewards as cfg says)."""
+    """Load a saved model and evaluate it on the config's tasks (model loading, prompts and rewards as cfg says).
+    Sampling starts from seed cfg.seed, so a rerun reproduces the figures."""
+    import torch
+
     from rlvr.models import load_model, load_tokenizer
     from rlvr.rewards.pool import RewardPool
     from rlvr.rollout import make_engine
@@ -213,6 +216,7 @@ def evaluate_model(cfg: RunConfig, model_dir: str, settings: EvalSettings, show_
     encode = PromptEncoder(tokenizer, cfg.model.chat_template, cfg.data.system_prompt, cfg.data.max_prompt_tokens)
     with RewardPool(cfg.rewards.num_workers, cfg.rewards.timeout_s) as pool:
         engine = make_engine(cfg.rollout.engine, model, tokenizer, cfg.rollout.batch_size)
+        torch.manual_seed(cfg.seed)
         return run_evaluation(engine, encode, tasks, RewardComposer(cfg.rewards.functions, pool), settings,
                               show_progress, label)
 
