@@ -46,6 +46,8 @@ def majority_at_k(sizes: Sequence[int], correct: Sequence[bool], n: int, ks: Seq
         _check(n, k)
     if len(sizes) != len(correct) or sum(sizes) > n or any(m < 1 for m in sizes):
         raise ValueError(f"answer classes {list(sizes)} do not fit n={n} samples")
+    if not ks:
+        return {}
     log_comb = _LogComb(n)
     top = max(ks)
     totals = dict.fromkeys(ks, 0.0)
