@@ -28,6 +28,8 @@ from rlvr.models import save_pretrained
 
 STATE_FILE = "trainer_state.pt"
 MANIFEST = "MANIFEST.json"
+BEST = "best"  # <output_dir>/best: a link to the best model so far (see save_best_model)
+BEST_INFO = "best.json"
 COMPLETE = "COMPLETE"
 _NAME = re.compile(r"^step-(\d+)$")
 _LEFTOVER = re.compile(r"^\.(tmp|trash)-")
@@ -189,3 +191,31 @@ def resolve_resume(resume: str, output_dir: str | Path) -> Path | None:
 
 def load_state(path: str | Path) -> dict[str, Any]:
     return torch.load(Path(path) / STATE_FILE, weights_only=False)
+
+
+def save_best_model(output_dir: str | Path, step: int, model, tokenizer, info: dict[str, Any]) -> Path:
+    """Keep `model` as the run's best: an HF model directory best-step-N (with best.json: step, metric, value)
+    written completely, then the `best` link switched to it in one atomic rename, then the previous best
+    removed. Checkpoint retention (keep_last) never sees it; `<output_dir>/best` always holds a whole model."""
+    out = Path(output_dir)
+
+    def fill(directory: Path) -> None:
+        save_pretrained(model, tokenizer, directory)
+        (directory / BEST_INFO).write_text(json.dumps({"step": step, **info}, indent=2))
+
+    target = write_dir_atomically(out / f"{BEST}-step-{step:07d}", fill)
+    link, new_link = out / BEST, out / f".tmp-{BEST}-link"
+    previous = link.resolve() if link.is_symlink() else None
+    new_link.unlink(missing_ok=True)
+    new_link.symlink_to(target.name)
+    os.replace(new_link, link)
+    _fsync(out)
+    if previous is not None and previous != target.resolve():
+        _discard(previous)
+    return link
+
+
+def best_model_info(output_dir: str | Path) -> dict[str, Any] | None:
+    """best.json of the run's best model (step, metric, value), or None before one is kept."""
+    path = Path(output_dir) / BEST / BEST_INFO
+    return json.loads(path.read_text()) if path.is_file() else None

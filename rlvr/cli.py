@@ -33,14 +33,9 @@ def cmd_quickstart(args) -> None:
 
 
 def cmd_eval(args) -> None:
-    from rlvr.config import load_config
-    from rlvr.quickstart import evaluate_checkpoint
+    from rlvr.eval_cli import run_eval_command
 
-    overrides = [f"data.tasks=[{{name: {args.task}}}]", *args.overrides]
-    cfg = load_config(None, overrides)
-    for model in args.models:
-        acc = evaluate_checkpoint(cfg, model, args.num_problems)
-        print(f"{model}: greedy accuracy {acc:.3f}")
+    run_eval_command(args)
 
 
 def cmd_tasks(args) -> None:
@@ -98,11 +93,22 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--output", default="runs/quickstart")
     q.add_argument("overrides", nargs="*")
     q.set_defaults(func=cmd_quickstart)
-    e = sub.add_parser("eval", help="greedy held-out accuracy of model checkpoints")
-    e.add_argument("models", nargs="+")
-    e.add_argument("--task", required=True)
-    e.add_argument("--num-problems", type=int, default=200)
-    e.add_argument("--set", dest="overrides", action="append", default=[], help="key.sub=value")
+    e = sub.add_parser("eval", help="pass@k, maj@k, avg@N and greedy accuracy of checkpoints, compared",
+                       description="Evaluate one or more saved models on the same held-out problems: greedy "
+                       "accuracy and, from --samples N completions per problem, pass@k, maj@k, avg@N with bootstrap "
+                       "intervals, the reasoning boundary between models, answer diversity and token entropy. "
+                       "With --output: eval.json, report.md, passk.png, boundary.png (docs/evaluation.md).")
+    e.add_argument("models", nargs="+", help="model directories (HF format), e.g. an SFT and an RL checkpoint")
+    e.add_argument("--task", help="a registered task with default arguments (see `rlvr tasks`); default: the "
+                   "recipe's tasks")
+    e.add_argument("--recipe", help="YAML recipe giving task arguments, prompts, model loading and sampling")
+    e.add_argument("--samples", type=int, default=0, help="completions sampled per problem, N (0: greedy only)")
+    e.add_argument("--k", help="comma-separated k for pass@k and maj@k (default: 1, 2, 4, ... up to N)")
+    e.add_argument("--num-problems", type=int, default=200, help="held-out problems per task")
+    e.add_argument("--temperature", type=float, help="sampling temperature (default: the recipe's rollout)")
+    e.add_argument("--labels", help="comma-separated model names for tables and plots (default: directory names)")
+    e.add_argument("--output", help="directory for eval.json, report.md and the plots")
+    e.add_argument("--set", dest="overrides", action="append", default=[], help="key.sub=value config override")
     e.set_defaults(func=cmd_eval)
     v = sub.add_parser("verify", help="score a JSONL of completions with a task's verifier, or audit the math verifier",
                        usage="rlvr verify (--task NAME | --verifier SPEC) [--set KEY=VALUE ...] [options] FILE.jsonl\n"

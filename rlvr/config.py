@@ -240,9 +240,32 @@ class CheckpointConfig(Section):
 
 
 class EvalConfig(Section):
+    """Held-out evaluation during training: greedy accuracy, plus pass@k / maj@k / avg@N from `samples`
+    sampled completions per problem (docs/evaluation.md)."""
+
     every_steps: int = Field(0, ge=0, description="0: no evaluation during training.")
     num_problems: int = Field(100, gt=0)
     max_new_tokens: int | None = None
+    samples: int = Field(0, ge=0, description="Completions sampled per problem for eval/pass@k, eval/maj@k and "
+                         "eval/avg@N (0: greedy accuracy only).")
+    k: list[int] = Field(default_factory=list, description="The k of pass@k and maj@k (default: 1 and samples).")
+    temperature: float | None = Field(None, gt=0, description="Sampling temperature (default: rollout.temperature).")
+    best_metric: str | None = Field(
+        None, description="Keep the model with the highest value of this eval metric (e.g. eval/accuracy, "
+        "eval/pass@4) as <tracking.output_dir>/best."
+    )
+
+    @model_validator(mode="after")
+    def _k_within_samples(self) -> EvalConfig:
+        if self.k and not self.samples:
+            raise ValueError("eval.k needs eval.samples > 0 (completions sampled per problem)")
+        bad = [k for k in self.k if not 1 <= k <= self.samples]
+        if bad:
+            raise ValueError(f"eval.k values {bad} must be between 1 and eval.samples={self.samples}")
+        return self
+
+    def ks(self) -> list[int]:
+        return sorted(set(self.k or ([1, self.samples] if self.samples else [])))
 
 
 class SFTConfig(Section):

@@ -1,34 +1,234 @@
-"""Held-out evaluation: greedy accuracy through the rollout engine, in batches."""
+"""Held-out evaluation through the rollout engine, in batches: greedy accuracy and, from N sampled completions
+per problem, pass@k, maj@k, avg@N with bootstrap intervals, answer diversity and token entropy. One code path
+serves `rlvr eval` and evaluation during training."""
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from rlvr.config import RunConfig
+from rlvr.estimators import avg_at_k, bootstrap_ci, majority_at_k, pass_at_k
 from rlvr.prompts import PromptEncoder
 from rlvr.rewards.composite import RewardComposer, completion_fields
-from rlvr.rollout.base import RolloutEngine, SamplingParams
-from rlvr.tasks.base import Task
+from rlvr.rollout.base import Completion, RolloutEngine, SamplingParams
+from rlvr.tasks.base import Problem, Task
 
 
-def eval_problems(task: Task, limit: int):
+@dataclass
+class EvalSettings:
+    """What to measure: greedy accuracy and/or `samples` completions per problem scored at each k in `ks`."""
+
+    num_problems: int
+    max_new_tokens: int
+    min_new_tokens: int = 0  # EOS not sampled before this many tokens (fixed-length benchmarks only)
+    samples: int = 0  # 0: greedy accuracy only
+    ks: list[int] = field(default_factory=list)
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    stop: list[str] = field(default_factory=list)
+    greedy: bool = True
+    token_entropy: bool = False
+    batch_size: int = 256  # sequences per engine call, as rollout.batch_size
+
+
+@dataclass
+class AnswerClass:
+    """Samples that state one answer (up to the task's equivalence)."""
+
+    answer: str  # the first spelling seen
+    count: int
+    correct: bool  # the verifier accepted at least half of these samples
+
+
+@dataclass
+class ProblemResult:
+    task: str
+    uid: str
+    reference: str | None = None  # the problem's reference answer, when it has one
+    samples: int = 0
+    correct: int = 0
+    greedy_correct: bool | None = None
+    classes: list[AnswerClass] = field(default_factory=list)
+    no_answer: int = 0  # samples stating no answer
+    distinct_correct_spellings: int = 0  # distinct answer texts among correct samples ('1/2' and '0.5': two)
+    entropy_sum: float = 0.0
+    tokens: int = 0
+
+    def metrics(self, ks: list[int]) -> dict[str, float]:
+        """This problem's estimates: greedy (0/1), pass@k, maj@k, avg@N."""
+        out = {} if self.greedy_correct is None else {"greedy": float(self.greedy_correct)}
+        if self.samples:
+            majority = majority_at_k([c.count for c in self.classes], [c.correct for c in self.classes],
+                                     self.samples, ks)
+            out.update({f"pass@{k}": pass_at_k(self.samples, self.correct, k) for k in ks})
+            out.update({f"maj@{k}": majority[k] for k in ks})
+            out[f"avg@{self.samples}"] = avg_at_k(self.samples, self.correct)
+        return out
+
+
+@dataclass
+class EvalRun:
+    results: list[ProblemResult]
+    settings: EvalSettings
+    completions: int  # generated, greedy included
+    generation_s: float  # wall time in the engine
+
+    @cached_property
+    def problem_metrics(self) -> list[dict[str, float]]:
+        """Each problem's estimates (ProblemResult.metrics), in order."""
+        return [r.metrics(self.settings.ks) for r in self.results]
+
+    def summary(self, with_ci: bool = True, seed: int = 0) -> dict[str, dict[str, float | list[float]]]:
+        """Each metric's mean over problems, with a 95% percentile bootstrap interval over problems."""
+        out = {}
+        for name in self.problem_metrics[0] if self.problem_metrics else []:
+            values = [m[name] for m in self.problem_metrics]
+            out[name] = {"value": sum(values) / len(values)}
+            if with_ci:
+                out[name]["ci95"] = list(bootstrap_ci(values, seed=seed))
+        return out
+
+    def diversity(self) -> dict[str, float]:
+        """Mean distinct answers and distinct correct answers per problem; mean token entropy (nats)."""
+        sampled = [r for r in self.results if r.samples]
+        if not sampled:
+            return {}
+        out = {"distinct_answers": sum(len(r.classes) for r in sampled) / len(sampled),
+               "distinct_correct_answers": sum(r.distinct_correct_spellings for r in sampled) / len(sampled),
+               "no_answer_frac": sum(r.no_answer for r in sampled) / sum(r.samples for r in sampled)}
+        tokens = sum(r.tokens for r in sampled)
+        if self.settings.token_entropy and tokens:
+            out["token_entropy"] = sum(r.entropy_sum for r in sampled) / tokens
+        return out
+
+
+def eval_settings(cfg: RunConfig) -> EvalSettings:
+    """A run config's evaluation: its eval section, sampling as the rollout samples unless eval overrides it."""
+    e, r = cfg.eval, cfg.rollout
+    return EvalSettings(num_problems=e.num_problems, max_new_tokens=e.max_new_tokens or r.max_new_tokens,
+                        samples=e.samples, ks=e.ks(), temperature=e.temperature or r.temperature, top_p=r.top_p,
+                        top_k=r.top_k, stop=r.stop, batch_size=r.batch_size)
+
+
+def eval_problems(task: Task, limit: int) -> list[Problem]:
     size = task.size("eval")
     count = limit if size is None else min(limit, size)
     return [task.problem("eval", i) for i in range(count)]
 
 
-def greedy_accuracy(engine: RolloutEngine, encode: PromptEncoder, tasks: list[Task], composer: RewardComposer,
-                    num_problems: int, max_new_tokens: int, stop: list[str] | None = None) -> dict[str, float]:
-    """Fraction of each task's held-out problems whose greedy completion the verifier accepts."""
+def answer_classes(task: Task, completions: list[str], verdicts: list[bool]) -> tuple[list[AnswerClass], int, int]:
+    """Group a problem's samples by stated answer (the task's final_answer, merged by its same_answer):
+    (classes, samples without an answer, distinct texts among the correct samples' answers)."""
+    spellings: dict[str, list[bool]] = {}
+    no_answer = 0
+    for text, ok in zip(completions, verdicts):
+        answer = task.final_answer(text)
+        if answer is None:
+            no_answer += 1
+        else:
+            spellings.setdefault(answer, []).append(ok)
+    classes: list[tuple[str, list[bool]]] = []
+    for answer, oks in spellings.items():  # few distinct spellings: pairwise equivalence is affordable
+        home = next((c for c in classes if task.same_answer(c[0], answer)), None)
+        if home is None:
+            classes.append((answer, list(oks)))
+        else:
+            home[1].extend(oks)
+    correct_spellings = sum(1 for oks in spellings.values() if any(oks))
+    return ([AnswerClass(a, len(oks), 2 * sum(oks) >= len(oks)) for a, oks in classes], no_answer,
+            correct_spellings)
+
+
+def run_evaluation(engine: RolloutEngine, encode: PromptEncoder, tasks: list[Task], composer: RewardComposer,
+                   settings: EvalSettings, show_progress: bool = False, label: str = "eval") -> EvalRun:
+    """Greedy and sampled completions for each task's first `num_problems` held-out problems, generated a
+    batch of prompts per engine call and scored by the task's verifier."""
+    work = [(task, problem) for task in tasks for problem in eval_problems(task, settings.num_problems)]
+    results = [ProblemResult(task.label, p.uid, p.answer) for task, p in work]
+    prompts = [encode(p.prompt, where=f"task {task.label}, eval problem {p.uid}") for task, p in work]
+    passes = []
+    if settings.greedy:
+        passes.append(SamplingParams(n=1, greedy=True, max_new_tokens=settings.max_new_tokens, stop=settings.stop))
+    if settings.samples:
+        passes.append(SamplingParams(n=settings.samples, temperature=settings.temperature, top_p=settings.top_p,
+                                     top_k=settings.top_k, max_new_tokens=settings.max_new_tokens,
+                                     min_new_tokens=settings.min_new_tokens, stop=settings.stop,
+                                     return_entropy=settings.token_entropy))
+    total = len(work) * sum(p.n for p in passes)
+    generation_s = 0.0
+    with _progress(show_progress) as progress:
+        bar = progress.add_task(label, total=total)
+        for params in passes:
+            per_call = max(1, settings.batch_size // params.n)
+            for start in range(0, len(work), per_call):
+                rows = range(start, min(start + per_call, len(work)))
+                t0 = time.perf_counter()
+                groups = engine.generate([prompts[i] for i in rows], params)
+                generation_s += time.perf_counter() - t0
+                _score(composer, [work[i] for i in rows], [results[i] for i in rows], groups, params)
+                progress.advance(bar, len(rows) * params.n)
+    return EvalRun(results, settings, total, generation_s)
+
+
+def _score(composer: RewardComposer, work: list[tuple[Task, Problem]], results: list[ProblemResult],
+           groups: list[list[Completion]], params: SamplingParams) -> None:
+    scored = composer.score([(task, problem, c.text, completion_fields(c, params.max_new_tokens))
+                             for (task, problem), group in zip(work, groups) for c in group])
+    verdicts = scored.correct.tolist()
+    for i, ((task, _), result, group) in enumerate(zip(work, results, groups)):
+        ok = verdicts[i * params.n : (i + 1) * params.n]
+        if params.greedy:
+            result.greedy_correct = ok[0]
+            continue
+        result.samples, result.correct = params.n, sum(ok)
+        result.classes, result.no_answer, result.distinct_correct_spellings = answer_classes(
+            task, [c.text for c in group], ok)
+        result.entropy_sum = sum(sum(c.entropies) for c in group)
+        result.tokens = sum(len(c.token_ids) for c in group)
+
+
+def _progress(show: bool) -> Progress:
+    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TextColumn("completions"), TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
+                    console=Console(stderr=True), disable=not show)
+
+
+def evaluate_model(cfg: RunConfig, model_dir: str, settings: EvalSettings, show_progress: bool = False,
+                   label: str = "eval") -> EvalRun:
+    """Load a saved model and evaluate it on the config's tasks (model loading, prompts and rewards as cfg says).
+    Sampling starts from seed cfg.seed, so a rerun reproduces the figures."""
+    import torch
+
+    from rlvr.models import load_model, load_tokenizer
+    from rlvr.rewards.pool import RewardPool
+    from rlvr.rollout import make_engine
+    from rlvr.tasks import make_tasks
+
+    tokenizer = load_tokenizer(model_dir, cfg.model.trust_remote_code)
+    model = load_model(cfg.model, name=model_dir)
+    tasks = make_tasks(cfg.data.tasks, cfg.seed, cfg.data.bad_rows)
+    encode = PromptEncoder(tokenizer, cfg.model.chat_template, cfg.data.system_prompt, cfg.data.max_prompt_tokens)
+    with RewardPool(cfg.rewards.num_workers, cfg.rewards.timeout_s) as pool:
+        engine = make_engine(cfg.rollout.engine, model, tokenizer, cfg.rollout.batch_size)
+        torch.manual_seed(cfg.seed)
+        return run_evaluation(engine, encode, tasks, RewardComposer(cfg.rewards.functions, pool), settings,
+                              show_progress, label)
+
+
+def training_metrics(run: EvalRun) -> dict[str, float]:
+    """An evaluation as flat training-log metrics: eval/accuracy (greedy), eval/<task>/accuracy, eval/pass@k,
+    eval/maj@k, eval/avg@N."""
     metrics: dict[str, float] = {}
-    correct_all, count_all = 0, 0
-    params = SamplingParams(n=1, greedy=True, max_new_tokens=max_new_tokens, stop=stop or [])
-    for task in tasks:
-        problems = eval_problems(task, num_problems)
-        prompts = [encode(p.prompt, where=f"task {task.name}, eval problem {p.uid}") for p in problems]
-        completions = engine.generate(prompts, params)
-        scored = composer.score([(task, p, c[0].text, completion_fields(c[0], max_new_tokens))
-                                 for p, c in zip(problems, completions)])
-        correct = int(scored.correct.sum())
-        metrics[f"eval/{task.label}/accuracy"] = correct / len(problems)
-        correct_all += correct
-        count_all += len(problems)
-    metrics["eval/accuracy"] = correct_all / max(count_all, 1)
+    for label in dict.fromkeys(r.task for r in run.results):
+        flags = [r.greedy_correct for r in run.results if r.task == label and r.greedy_correct is not None]
+        if flags:
+            metrics[f"eval/{label}/accuracy"] = sum(flags) / len(flags)
+    for name, stats in run.summary(with_ci=False).items():
+        metrics["eval/accuracy" if name == "greedy" else f"eval/{name}"] = stats["value"]
     return metrics

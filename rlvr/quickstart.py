@@ -6,35 +6,22 @@ from __future__ import annotations
 import json
 import shutil
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
 from rlvr.config import RunConfig, load_config
-from rlvr.evaluation import greedy_accuracy
-from rlvr.models import load_model, load_tokenizer
-from rlvr.prompts import PromptEncoder
-from rlvr.rewards.composite import RewardComposer
-from rlvr.rewards.pool import RewardPool
-from rlvr.rollout import make_engine
-from rlvr.tasks import make_tasks
+from rlvr.evaluation import eval_settings, evaluate_model
 
 RECIPE = Path(__file__).resolve().parent.parent / "recipes" / "quickstart.yaml"
 
 
 def evaluate_checkpoint(cfg: RunConfig, model_dir: str, num_problems: int) -> float:
     """Greedy held-out accuracy of a saved model on the config's tasks."""
-    tokenizer = load_tokenizer(model_dir)
-    model = load_model(cfg.model, name=model_dir)
-    tasks = make_tasks(cfg.data.tasks, cfg.seed)
-    encode = PromptEncoder(tokenizer, cfg.model.chat_template, cfg.data.system_prompt, cfg.data.max_prompt_tokens)
-    with RewardPool(cfg.rewards.num_workers, cfg.rewards.timeout_s) as pool:
-        composer = RewardComposer(cfg.rewards.functions, pool)
-        engine = make_engine(cfg.rollout.engine, model, tokenizer, cfg.rollout.batch_size)
-        metrics = greedy_accuracy(engine, encode, tasks, composer, num_problems,
-                                  cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens, cfg.rollout.stop)
-    return metrics["eval/accuracy"]
+    settings = replace(eval_settings(cfg), num_problems=num_problems, samples=0, ks=[])
+    return evaluate_model(cfg, model_dir, settings).summary(with_ci=False)["greedy"]["value"]
 
 
 def run_quickstart(seed: int = 0, output_dir: str = "runs/quickstart", overrides: list[str] | None = None,

@@ -26,9 +26,11 @@ from rlvr.algorithms import (
 )
 from rlvr.batch import RolloutBatch
 from rlvr.checkpoint import (
+    best_model_info,
     list_checkpoints,
     load_state,
     resolve_resume,
+    save_best_model,
     save_checkpoint,
     set_rng_state,
     write_dir_atomically,
@@ -37,7 +39,7 @@ from rlvr.config import RunConfig, dump_config
 from rlvr.curriculum import CurriculumStats, GroupOutcome, make_filter, make_sampler, prompt_key
 from rlvr.distributed import sum_gradients
 from rlvr.errors import RlvrError
-from rlvr.evaluation import greedy_accuracy
+from rlvr.evaluation import eval_settings, run_evaluation, training_metrics
 from rlvr.logprobs import completion_logprobs
 from rlvr.models import TINY, load_model, load_policy, load_tokenizer, save_pretrained
 from rlvr.prompts import PromptEncoder, prompt_token_limit
@@ -353,9 +355,19 @@ class Trainer:
         return m
 
     def evaluate(self) -> dict[str, float]:
-        e = self.cfg.eval
-        return greedy_accuracy(self.engine, self.encode, self.tasks, self.composer, e.num_problems,
-                               e.max_new_tokens or self.cfg.rollout.max_new_tokens, self.cfg.rollout.stop)
+        """Held-out metrics (eval/accuracy, and eval/pass@k etc. with eval.samples); with eval.best_metric, a
+        new best value keeps the current model as <output_dir>/best."""
+        metrics = training_metrics(run_evaluation(self.engine, self.encode, self.tasks, self.composer,
+                                                  eval_settings(self.cfg)))
+        name = self.cfg.eval.best_metric
+        if name is not None:
+            if name not in metrics:
+                raise RlvrError(f"eval.best_metric '{name}' is not an evaluation metric; this run logs "
+                                f"{', '.join(sorted(metrics))}.")
+            best = best_model_info(self.out)
+            if best is None or metrics[name] > best["value"]:
+                save_best_model(self.out, self.step, self.model, self.tokenizer, {"metric": name, "value": metrics[name]})
+        return metrics
 
     def save(self) -> Path:
         state = {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),

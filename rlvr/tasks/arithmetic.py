@@ -58,6 +58,10 @@ class ArithmeticTask(Task):
     def size(self, split: str) -> int | None:
         return self.eval_size if split == "eval" else None
 
+    def final_answer(self, completion: str) -> str | None:
+        value = parse_int(completion)
+        return None if value is None else str(value)
+
     def problem(self, split: str, index: int) -> Problem:
         if split == "eval":
             a, op, b = self._eval[index]

@@ -9,6 +9,7 @@ from typing import Any
 
 from rlvr.errors import ConfigError
 from rlvr.registry import Registry
+from rlvr.verifiers.extraction import extract_answer
 
 
 @dataclass
@@ -55,6 +56,17 @@ class Task(ABC):
     def screen_prompts(self, encode: Callable[[str], list[int]]) -> None:  # noqa: B027 (optional hook)
         """Encode every prompt up front so an unusable one is found before training (tasks read from files);
         procedural tasks have nothing to screen."""
+
+    def final_answer(self, completion: str) -> str | None:
+        """The answer a completion states, as text with whitespace collapsed (what majority votes and answer
+        diversity count), or None when it states none. Default: the last \\boxed{}, an 'Answer:' line, or the
+        last number (rlvr.verifiers.extraction)."""
+        found = extract_answer(completion)
+        return None if found is None else " ".join(found.split())
+
+    def same_answer(self, a: str, b: str) -> bool:
+        """Whether two final answers are one answer (their votes count together). Default: equal text."""
+        return a == b
 
     def corpus(self, n: int = 2000) -> Iterator[str]:
         """Text to train a tiny model's tokenizer on: prompts and solutions of the train split."""

@@ -20,6 +20,13 @@ def extract_code(completion: str) -> str:
     return blocks[-1] if blocks else completion
 
 
+class ProgramAnswer:
+    """A code task's final answer is its program: the last fenced block (or the completion), stripped."""
+
+    def final_answer(self, completion: str) -> str | None:
+        return extract_code(completion).strip() or None
+
+
 def humaneval_score(prompt: str, completion: str, test: str, entry_point: str, **_: Any) -> float:
     """1.0 when prompt + completion (the function body) passes all of the problem's tests, else 0.0."""
     return check_function_tests(prompt + completion, test, entry_point, prelude=prompt)
@@ -40,7 +47,7 @@ def _read_humaneval() -> list[dict[str, Any]]:
 
 
 @TASKS.register("humaneval")
-class HumanEvalTask(Task):
+class HumanEvalTask(ProgramAnswer, Task):
     """OpenAI HumanEval (164 problems): complete the function body; the verifier runs the tests in the sandbox.
 
     The first `eval_size` problems (all by default) are held out; training draws from the rest."""
@@ -67,7 +74,7 @@ class HumanEvalTask(Task):
 
 
 @TASKS.register("code_io")
-class CodeIOTask(Task):
+class CodeIOTask(ProgramAnswer, Task):
     """Programs judged on stdin/stdout cases, from a file with a prompt column and a `tests` column holding
     [{"input": ..., "output": ...}] (args: path, eval_size, mode='fraction'|'all', prompt_column)."""
 

@@ -247,5 +247,10 @@ class DatasetTask(Task):
     def size(self, split: str) -> int | None:
         return len(self._splits[split])
 
+    def final_answer(self, completion: str) -> str | None:
+        if self.verifier == "rlvr.tasks.dataset:exact_match":  # the whole completion is the answer
+            return completion.strip() or None
+        return super().final_answer(completion)
+
     def problem(self, split: str, index: int) -> Problem:
         return self._splits[split][index]

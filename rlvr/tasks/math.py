@@ -36,6 +36,15 @@ class MathTask(DatasetTask):
                 if instruction:
                     problem.prompt = f"{problem.prompt}\n\n{instruction}"
 
+    def same_answer(self, a: str, b: str) -> bool:
+        """Mathematical equivalence (math-verify, as the verifier judges), so '1/2' and '0.5' vote together."""
+        from rlvr.verifiers.math import answers_match
+
+        try:
+            return a == b or answers_match(a, b)
+        except Exception:  # noqa: BLE001 - a comparison that fails or runs out of time keeps the answers apart
+            return False
+
     @staticmethod
     def _gold(text: str, uid: str, column: str) -> str:
         """A bare answer as it is; a solution's last \\boxed{} contents. A long multi-line cell without one (a

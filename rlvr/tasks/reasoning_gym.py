@@ -85,6 +85,10 @@ class ReasoningGymTask(Task):
     def size(self, split: str) -> int | None:
         return self.eval_size if split == "eval" else None
 
+    def final_answer(self, completion: str) -> str | None:
+        found = extract_tagged(completion, self.answer_tag)
+        return " ".join(found.split()) if found else None
+
     def problem(self, split: str, index: int) -> Problem:
         data = self._splits[split]
         entry = data[index % len(data)]
