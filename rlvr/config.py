@@ -217,6 +217,8 @@ class RewardsConfig(Section):
     )
     timeout_s: float = Field(10.0, gt=0, description="Per-item wall-clock limit.")
     num_workers: int = Field(2, ge=1)
+    worker_max_memory_mb: int = Field(4096, ge=64, description="A worker whose resident memory grows past this "
+                                      "(a leaking reward) is replaced between items.")
 
     @model_validator(mode="after")
     def _names_are_unique(self) -> RewardsConfig:

@@ -214,7 +214,8 @@ def evaluate_model(cfg: RunConfig, model_dir: str, settings: EvalSettings, show_
     model = load_model(cfg.model, name=model_dir)
     tasks = make_tasks(cfg.data.tasks, cfg.seed, cfg.data.bad_rows)
     encode = PromptEncoder(tokenizer, cfg.model.chat_template, cfg.data.system_prompt, cfg.data.max_prompt_tokens)
-    with RewardPool(cfg.rewards.num_workers, cfg.rewards.timeout_s) as pool:
+    with RewardPool(cfg.rewards.num_workers, cfg.rewards.timeout_s,
+                               max_memory_mb=cfg.rewards.worker_max_memory_mb) as pool:
         engine = make_engine(cfg.rollout.engine, model, tokenizer, cfg.rollout.batch_size)
         torch.manual_seed(cfg.seed)
         return run_evaluation(engine, encode, tasks, RewardComposer(cfg.rewards.functions, pool), settings,

@@ -122,7 +122,8 @@ class Trainer:
         self.sampler = make_sampler(d.sampler.name, d.sampler.args, self.tasks, [t.weight for t in d.tasks], cfg.seed,
                                     self.stats)
         self.filter = make_filter(d.filter.name, d.filter.args)
-        self.pool = RewardPool(cfg.rewards.num_workers, cfg.rewards.timeout_s)
+        self.pool = RewardPool(cfg.rewards.num_workers, cfg.rewards.timeout_s,
+                               max_memory_mb=cfg.rewards.worker_max_memory_mb)
         self.composer = RewardComposer(cfg.rewards.functions, self.pool)
         self.advantage_history: dict = {}
         self.nonfinite = NonFiniteStreak(o.max_nonfinite_steps)

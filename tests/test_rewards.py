@@ -45,6 +45,12 @@ FLAKY = textwrap.dedent(
 
     def batched_wrong_length(prompts, completions, **fields):
         return [1.0]
+
+    LEAK = []
+
+    def leaks(prompt, completion, **fields):
+        LEAK.append(bytearray(40 << 20))  # 40 MB kept for good on every call
+        return float(len(LEAK))
     """
 )
 
@@ -84,6 +90,14 @@ def test_an_item_that_kills_its_worker_once_is_retried_and_scored(reward_file, t
         out = pool.score(reqs)
         assert [(out[i].status, out[i].value) for i in range(3)] == [("ok", 1.0)] * 3
         assert pool.retries == 3 and pool.restarts == 3
+
+
+def test_a_worker_that_leaks_memory_is_replaced_between_chunks_and_nothing_is_lost(reward_file):
+    with RewardPool(num_workers=1, timeout_s=10.0, chunk_size=1, max_memory_mb=150) as pool:
+        out = pool.score([RewardRequest(i, f"{reward_file}:leaks", "p", "c") for i in range(8)])
+    assert all(out[i].status == "ok" for i in range(8))
+    # a fresh worker starts its leak over: no worker ever held more than 3 leaked blocks (~150 MB)
+    assert max(out[i].value for i in range(8)) <= 4 and pool.recycled >= 2 and pool.restarts == 0
 
 
 def test_batched_rewards_get_lists_and_must_return_one_reward_per_completion(reward_file):

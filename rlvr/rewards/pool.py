@@ -3,6 +3,7 @@
 A reward that raises is recorded as an error. An item that hangs past the timeout or kills its worker has its
 worker replaced and is retried once on a fresh one; if it fails again it is recorded as a timeout or crash.
 Failed items score 0 and are counted in metrics, and the remaining items go on, so training continues.
+A worker whose resident memory has grown past a limit (a leaking reward) is replaced between chunks.
 """
 
 from __future__ import annotations
@@ -74,6 +75,14 @@ class _Worker:
             self.kill()
             raise RuntimeError(f"a reward worker did not start within {timeout_s:g} s")
 
+    def resident_bytes(self) -> int:
+        """The worker's resident memory (from /proc; 0 where that is not available)."""
+        try:
+            with open(f"/proc/{self.process.pid}/statm") as f:
+                return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, ValueError, IndexError):
+            return 0
+
     def send(self, chunk: list[RewardRequest]) -> None:
         self.pending.extend(chunk)
         self.last_progress = time.monotonic()
@@ -99,11 +108,14 @@ class _Worker:
 class RewardPool:
     """Scores reward requests in `num_workers` processes, each item limited to `timeout_s` seconds."""
 
-    def __init__(self, num_workers: int = 2, timeout_s: float = 10.0, chunk_size: int = 64):
+    def __init__(self, num_workers: int = 2, timeout_s: float = 10.0, chunk_size: int = 64,
+                 max_memory_mb: float = 4096):
         self.num_workers, self.timeout_s, self.chunk_size = num_workers, timeout_s, chunk_size
+        self.max_memory_bytes = max_memory_mb * 2**20
         self._workers: list[_Worker] = []
-        self.restarts = 0
+        self.restarts = 0  # workers replaced after a timeout or crash
         self.retries = 0
+        self.recycled = 0  # workers replaced for their memory
 
     def _ensure_workers(self) -> None:
         started = [_Worker() for _ in range(self.num_workers - len(self._workers))]
@@ -113,7 +125,6 @@ class RewardPool:
 
     def _replace(self, worker: _Worker) -> _Worker:
         worker.kill()
-        self.restarts += 1
         fresh = _Worker()
         fresh.wait_ready()
         self._workers[self._workers.index(worker)] = fresh
@@ -128,6 +139,9 @@ class RewardPool:
 
         def feed(worker: _Worker) -> None:
             if not worker.pending and queue:
+                if worker.resident_bytes() > self.max_memory_bytes:
+                    worker = self._replace(worker)
+                    self.recycled += 1
                 worker.send(list(queue.popleft()))
 
         def fail_current(worker: _Worker, status: Status, message: str) -> None:
@@ -139,6 +153,7 @@ class RewardPool:
                 self.retries += 1
                 queue.appendleft([current])
             rest = list(worker.pending)
+            self.restarts += 1
             fresh = self._replace(worker)
             if rest:
                 fresh.send(rest)
