@@ -135,3 +135,29 @@ def test_prompt_limit_is_capped_by_the_model_context():
     assert prompt_token_limit(1024, 512, 256) == (256, "the model's context of 512 minus rollout.max_new_tokens=256")
     with pytest.raises(ConfigError, match="rollout.max_new_tokens=512 leaves no room"):
         prompt_token_limit(1024, 512, 512)
+
+
+def test_prompt_template_formats_columns_and_names_a_missing_one(tmp_path):
+    path = tmp_path / "qa.jsonl"
+    path.write_text(json.dumps({"question": "2+2", "topic": "sums", "answer": "4"}) + "\n"
+                    + json.dumps({"question": "3+3", "answer": "6"}) + "\n")
+    template = "Topic: {topic}\nSolve: {question}"
+    task = make_task("dataset", 0, {"path": str(path), "prompt_template": template}, bad_rows="skip")
+    assert [task.problem("train", i).prompt for i in range(task.size("train"))] == ["Topic: sums\nSolve: 2+2"]
+    with pytest.raises(DataError, match=r"line 2: column 'topic' \(template\) is missing.*prompt_template"):
+        make_task("dataset", 0, {"path": str(path), "prompt_template": template})
+    with pytest.raises(ConfigError, match="must name columns"):
+        make_task("dataset", 0, {"path": str(path), "prompt_template": "no columns"})
+
+
+def test_a_saved_dataset_directory_and_an_unreachable_hub_name(tmp_path, monkeypatch):
+    from datasets import Dataset, DatasetDict
+
+    DatasetDict({"train": Dataset.from_list([{"prompt": "a", "answer": "1"}] * 3),
+                 "test": Dataset.from_list([{"prompt": "b", "answer": "2"}])}).save_to_disk(str(tmp_path / "saved"))
+    task = make_task("dataset", 0, {"path": str(tmp_path / "saved"), "eval_path": str(tmp_path / "saved")})
+    assert (task.size("train"), task.problem("eval", 0).prompt) == (3, "b")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(DataError, match="'no-such-org/no-such-set' is not a local file or directory.*save_to_disk"):
+        make_task("dataset", 0, {"path": "no-such-org/no-such-set"})

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import csv
 import json
+import re
+import string
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -96,11 +98,32 @@ def _csv_rows(path: str, p: Path, delimiter: str) -> list[Row]:
     return rows
 
 
-def read_records(path: str | Path) -> list[Row]:
-    """Every row of a JSONL / JSON / Parquet / CSV file or a saved `datasets` directory, with its location;
-    a line that cannot be read (malformed JSON, not an object, not UTF-8) comes back with its `problem`."""
+HUB_NAME = re.compile(r"^[\w.-]+/[\w.-]+$")
+
+
+def _hub_rows(name: str, split: str) -> list[Row]:
+    """A dataset named on the Hugging Face hub (needs the network or the local datasets cache)."""
+    try:
+        from datasets import load_dataset
+    except ImportError:
+        raise DataError(f"'{name}' is not a local file; loading hub datasets needs `pip install datasets`.") from None
+    try:
+        data = load_dataset(name, split=split)
+    except Exception as e:  # offline, unknown name, unknown split: all user-facing
+        raise DataError(f"Dataset '{name}' is not a local file or directory, and loading it from the hub (split "
+                        f"'{split}') failed: {type(e).__name__}: {str(e)[:300]}. Give a local path, or save the "
+                        "dataset with datasets' save_to_disk on a machine with network access.") from None
+    return [Row(f"{name}[{split}], row {i}", dict(r)) for i, r in enumerate(data, 1)]
+
+
+def read_records(path: str | Path, split: str = "train") -> list[Row]:
+    """Every row of a JSONL / JSON / Parquet / CSV file, a saved `datasets` directory (its `split`) or a hub
+    dataset name (its `split`), with its location; a line that cannot be read (malformed JSON, not an object,
+    not UTF-8) comes back with its `problem`."""
     p = Path(path).expanduser()
     if not p.exists():
+        if HUB_NAME.match(str(path)) and not p.suffix:
+            return _hub_rows(str(path), split)
         raise DataError(f"Dataset file '{path}' does not exist.")
     if p.is_dir():
         try:
@@ -108,8 +131,8 @@ def read_records(path: str | Path) -> list[Row]:
         except ImportError:
             raise DataError(f"'{path}' is a directory; reading saved datasets needs `pip install datasets`.") from None
         data = load_from_disk(str(p))
-        if hasattr(data, "keys"):  # a DatasetDict: take its train split
-            data = data["train"] if "train" in data else data[next(iter(data.keys()))]
+        if hasattr(data, "keys"):  # a DatasetDict: take the split asked for, else its first
+            data = data[split] if split in data else data[next(iter(data.keys()))]
         return [Row(f"{path}, row {i}", dict(r)) for i, r in enumerate(data, 1)]
     suffix = p.suffix.lower()
     if suffix in (".jsonl", ".ndjson"):
@@ -136,7 +159,10 @@ def read_rows(path: str | Path) -> list[dict[str, Any]]:
 
 @TASKS.register("dataset")
 class DatasetTask(Task):
-    """Problems with reference answers from a file on disk (args: path, prompt_column, answer_column, ...)."""
+    """Problems with reference answers from a file on disk, a saved dataset or a hub name (args: path, split,
+    prompt_column or prompt_template, answer_column, solution_column, extra_columns, eval_path or eval_size,
+    verifier). `prompt_template` is a Python format string over the row's columns, e.g.
+    'Solve: {question}\nGive the answer after ####.'."""
 
     name = "dataset"
     has_rows = True
@@ -144,7 +170,8 @@ class DatasetTask(Task):
     def __init__(self, seed: int = 0, path: str = "", prompt_column: str = "prompt", answer_column: str = "answer",
                  solution_column: str | None = None, eval_path: str | None = None, eval_size: int = 0,
                  verifier: str = "rlvr.tasks.dataset:exact_match", extra_columns: list[str] | None = None,
-                 bad_rows: str = "error"):
+                 bad_rows: str = "error", prompt_template: str | None = None, split: str = "train",
+                 eval_split: str = "test"):
         if not path:
             raise DataError("The dataset task needs data.tasks[].args.path: a .jsonl/.parquet/.csv file or a saved dataset.")
         if bad_rows not in BAD_ROW_POLICIES:
@@ -152,26 +179,48 @@ class DatasetTask(Task):
         self.verifier, self.bad_rows = verifier, bad_rows
         self.skipped_rows: list[str] = []
         self._where: dict[str, str] = {}  # problem uid -> its file and line
-        self.columns = {"prompt": prompt_column, "answer": answer_column}
+        self.template = prompt_template
+        template_columns = self._template_columns(prompt_template) if prompt_template else []
+        self.columns = {"answer": answer_column} if prompt_template else {"prompt": prompt_column,
+                                                                          "answer": answer_column}
         if solution_column:
             self.columns["solution"] = solution_column
         self.extra = extra_columns or []
-        rows = self._load(path)
+        self.template_columns = template_columns
+        rows = self._load(path, split)
         if eval_path:
-            self._splits = {"train": rows, "eval": self._load(eval_path)}
+            self._splits = {"train": rows, "eval": self._load(eval_path, eval_split)}
         else:
             cut = len(rows) - eval_size
             if cut <= 0:
                 raise DataError(f"{path}: eval_size={eval_size} leaves no training rows (file has {len(rows)}).")
             self._splits = {"train": rows[:cut], "eval": rows[cut:]}
 
+    @staticmethod
+    def _template_columns(template: str) -> list[str]:
+        try:
+            names = [name for _, name, _, _ in string.Formatter().parse(template) if name is not None]
+        except ValueError as e:
+            raise ConfigError(f"data.tasks[].args.prompt_template is not a valid format string: {e}.") from None
+        if not names or any(not n.isidentifier() for n in names):
+            raise ConfigError("data.tasks[].args.prompt_template must name columns as {column}, e.g. "
+                              f"'Solve: {{question}}'; got {template!r}.")
+        return list(dict.fromkeys(names))
+
     def _required(self) -> list[tuple[str, str]]:
         """(role, column) pairs every row needs."""
-        return [*self.columns.items(), *(("extra", c) for c in self.extra)]
+        return [*self.columns.items(), *(("template", c) for c in self.template_columns),
+                *(("extra", c) for c in self.extra)]
 
     @staticmethod
     def _mapping_hint(role: str) -> str:
-        return "data.tasks[].args.extra_columns" if role == "extra" else f"data.tasks[].args.{role}_column=NAME"
+        hints = {"extra": "data.tasks[].args.extra_columns", "template": "data.tasks[].args.prompt_template"}
+        return hints.get(role, f"data.tasks[].args.{role}_column=NAME")
+
+    def _prompt(self, values: dict[str, Any]) -> str:
+        if self.template is None:
+            return str(values[self.columns["prompt"]])
+        return self.template.format(**{c: values[c] for c in self.template_columns})
 
     def _check_mapping(self, path: str, rows: list[Row]) -> None:
         """A column that no row has is a misnamed column: one error naming it and the columns found."""
@@ -199,8 +248,8 @@ class DatasetTask(Task):
             raise DataError(f"{where}: {problem}. (data.bad_rows=skip drops such rows and counts them.)")
         self.skipped_rows.append(f"{where}: {problem}")
 
-    def _load(self, path: str) -> list[Problem]:
-        records = read_records(path)
+    def _load(self, path: str, split: str) -> list[Problem]:
+        records = read_records(path, split)
         readable = [row for row in records if row.problem is None]
         if not readable:
             first = f" First line: {records[0].where}: {records[0].problem}." if records else ""
@@ -217,7 +266,7 @@ class DatasetTask(Task):
             problems.append(
                 Problem(
                     uid=uid,
-                    prompt=str(values[self.columns["prompt"]]),
+                    prompt=self._prompt(values),
                     answer=str(values[self.columns["answer"]]),
                     solution=str(values[self.columns["solution"]]) if "solution" in self.columns else None,
                     fields={c: values[c] for c in self.extra},

@@ -26,10 +26,12 @@ class MathTask(DatasetTask):
 
     def __init__(self, seed: int = 0, path: str = "", prompt_column: str = "problem", answer_column: str = "answer",
                  solution_column: str | None = None, eval_path: str | None = None, eval_size: int = 0,
-                 extra_columns: list[str] | None = None, instruction: str = BOXED_INSTRUCTION, bad_rows: str = "error"):
+                 extra_columns: list[str] | None = None, instruction: str = BOXED_INSTRUCTION, bad_rows: str = "error",
+                 prompt_template: str | None = None, split: str = "train", eval_split: str = "test"):
         super().__init__(seed=seed, path=path, prompt_column=prompt_column, answer_column=answer_column,
                          solution_column=solution_column, eval_path=eval_path, eval_size=eval_size,
-                         verifier=self.verifier, extra_columns=extra_columns, bad_rows=bad_rows)
+                         verifier=self.verifier, extra_columns=extra_columns, bad_rows=bad_rows,
+                         prompt_template=prompt_template, split=split, eval_split=eval_split)
         for problems in self._splits.values():
             for problem in problems:
                 problem.answer = self._gold(problem.answer, problem.uid, answer_column)
