@@ -215,6 +215,18 @@ def save_best_model(output_dir: str | Path, step: int, model, tokenizer, info: d
     return link
 
 
+def discard_best_model(output_dir: str | Path) -> bool:
+    """Remove a best model an earlier run left in `output_dir` (a fresh run must not compare against it)."""
+    link = Path(output_dir) / BEST
+    if not link.is_symlink():
+        return False
+    target = link.resolve()
+    link.unlink()
+    if target.is_dir():
+        _discard(target)
+    return True
+
+
 def best_model_info(output_dir: str | Path) -> dict[str, Any] | None:
     """best.json of the run's best model (step, metric, value), or None before one is kept."""
     path = Path(output_dir) / BEST / BEST_INFO

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import random
+import sys
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -27,6 +28,7 @@ from rlvr.algorithms import (
 from rlvr.batch import RolloutBatch
 from rlvr.checkpoint import (
     best_model_info,
+    discard_best_model,
     list_checkpoints,
     load_state,
     resolve_resume,
@@ -84,6 +86,8 @@ class Trainer:
                 f"--resume auto, or choose another tracking.output_dir."
             )
         ensure_writable_dir(self.out)
+        if resume_path is None and discard_best_model(self.out):
+            print(f"note: removed the best model an earlier, checkpoint-less run left in {self.out}", file=sys.stderr)
         dump_config(cfg, self.out / "config.yaml")
         a = cfg.algorithm
         ADVANTAGES.get(a.advantage)  # fail early on unknown names

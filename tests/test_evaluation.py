@@ -5,6 +5,7 @@ import itertools
 import json
 import math
 import random
+import shutil
 import subprocess
 from collections import Counter
 from fractions import Fraction
@@ -223,6 +224,11 @@ def test_training_eval_logs_pass_at_k_and_keeps_the_best_model(fast_config, tmp_
     link = tmp_path / "run" / BEST
     assert (link / "model.safetensors").is_file() and (link / "config.json").is_file()
     assert len(list((tmp_path / "run").glob("best-step-*"))) == 1  # earlier bests are removed
+    # a fresh run in a directory whose earlier run left a best model but no checkpoint starts with no best
+    shutil.rmtree(tmp_path / "run" / "checkpoints")
+    trainer = Trainer(cfg)
+    trainer.pool.close()
+    assert best_model_info(tmp_path / "run") is None and not list((tmp_path / "run").glob("best-step-*"))
 
 
 def test_unknown_best_metric_lists_the_logged_ones(fast_config):
