@@ -47,6 +47,7 @@ def cmd_tasks(args) -> None:
 
 def cmd_algorithms(args) -> None:
     from rlvr.algorithms import ADVANTAGES, KL_ESTIMATORS, POLICY_LOSSES, PRESETS
+    from rlvr.curriculum import GROUP_FILTERS, SAMPLERS
 
     print("presets (algorithm.preset=NAME):")
     for name in sorted(PRESETS):
@@ -54,7 +55,8 @@ def cmd_algorithms(args) -> None:
         needs = f" [also: {', '.join(p.requires)}]" if p.requires else ""
         print(f"  {name:16s} {p.paper}: {p.description}{needs}")
     for title, reg in (("advantage estimators", ADVANTAGES), ("policy losses", POLICY_LOSSES),
-                       ("KL estimators", KL_ESTIMATORS)):
+                       ("KL estimators", KL_ESTIMATORS), ("prompt samplers (data.sampler)", SAMPLERS),
+                       ("group filters (data.filter)", GROUP_FILTERS)):
         print(f"{title}:")
         for name in reg.names():
             print(f"  {name:16s} {reg.summary(name)}")

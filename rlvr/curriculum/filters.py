@@ -32,8 +32,9 @@ class KeepAll(GroupFilter):
 
 @GROUP_FILTERS.register("dynamic_sampling")
 class NonzeroRewardSpread(GroupFilter):
-    """DAPO dynamic sampling (Yu et al. 2025, sec. 3.2): drop groups whose rewards are all equal (they have zero
-    advantage under group normalization) and generate more: keep iff std(rewards) > 0."""
+    """DAPO dynamic sampling (Yu et al. 2025, sec. 3.2): drop groups whose rewards are all equal, generate more.
+
+    Such groups have zero advantage under group normalization: keep iff std(rewards) > 0."""
 
     regenerates = True
 
@@ -43,8 +44,9 @@ class NonzeroRewardSpread(GroupFilter):
 
 @GROUP_FILTERS.register("pass_rate")
 class PassRateBand(GroupFilter):
-    """Online difficulty filtering (Bae et al. 2025, "Online Difficulty Filtering for Reasoning Oriented
-    Reinforcement Learning"): train only on prompts of intermediate difficulty, keep iff
+    """Online difficulty filtering (Bae et al. 2025): train only on groups whose pass rate lies in [low, high].
+
+    "Online Difficulty Filtering for Reasoning Oriented Reinforcement Learning": keep iff
     low <= mean(verifier verdicts of the group) <= high. Prompts whose observed pass rate (over at least
     `min_attempts` samples in earlier steps) lies outside the band are not generated for again."""
 

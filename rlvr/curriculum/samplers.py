@@ -113,6 +113,7 @@ class MixtureSampler(PromptSampler):
 @SAMPLERS.register("uniform")
 class UniformEpochSampler(PromptSampler):
     """Uniform epochs: every problem of every source once per epoch, in a fresh shuffle of the whole pool.
+
     A procedural source (no fixed size) adds `pool_size` new problems to each epoch."""
 
     def __init__(self, tasks, weights, seed, stats=None, pool_size: int = 10_000):
@@ -145,8 +146,9 @@ class UniformEpochSampler(PromptSampler):
 
 @SAMPLERS.register("ucb")
 class UCBSourceSampler(MixtureSampler):
-    """DUMP (Wang et al. 2025, "Automated Distribution-Level Curriculum Learning for RL-based LLM
-    Post-training"): a source's learnability is the mean |advantage| of its recent trained groups (the last
+    """DUMP (Wang et al. 2025): sources scheduled by UCB on their recent mean |advantage|.
+
+    "Automated Distribution-Level Curriculum Learning for RL-based LLM Post-training": a source's learnability is the mean |advantage| of its recent trained groups (the last
     `data.stats_window` groups), and sources are scheduled by UCB:
         score_j = mean|A|_j + c * sqrt(ln N / n_j)
     with n_j the prompts drawn from source j and N over all sources; a source never drawn scores +inf. Each
@@ -194,8 +196,9 @@ class UCBSourceSampler(MixtureSampler):
 
 @SAMPLERS.register("mopps")
 class MoPPSSampler(PromptSampler):
-    """MoPPS (Qu et al. 2025, "Can Prompt Difficulty be Online Predicted for Accelerating RL Finetuning of
-    Reasoning Models?"): each candidate prompt's pass rate has a Beta posterior, updated from every group
+    """MoPPS (Qu et al. 2025): Thompson sampling of per-prompt Beta pass-rate posteriors toward a target.
+
+    "Can Prompt Difficulty be Online Predicted for Accelerating RL Finetuning of Reasoning Models?": each candidate prompt's pass rate has a Beta posterior, updated from every group
     generated for it with forgetting factor `decay` (lambda):
         alpha <- lambda * alpha + (1 - lambda) * alpha_0 + successes
         beta  <- lambda * beta  + (1 - lambda) * beta_0  + failures
