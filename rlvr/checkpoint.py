@@ -77,7 +77,7 @@ def write_dir_atomically(path: str | Path, fill: Callable[[Path], None]) -> Path
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     fill(tmp)
-    for f in tmp.iterdir():
+    for f in tmp.rglob("*"):
         _fsync(f)
     _fsync(tmp)
     if path.exists():
@@ -92,9 +92,9 @@ def _save_state(directory: Path, state: dict[str, Any]) -> None:
 
 
 def write_manifest(directory: Path) -> None:
-    """Record the size and sha256 of every file in `directory`."""
-    files = {f.name: {"bytes": f.stat().st_size, "sha256": _sha256(f)} for f in sorted(directory.iterdir())
-             if f.is_file() and f.name not in (MANIFEST, COMPLETE)}
+    """Record the size and sha256 of every file under `directory` (by relative path)."""
+    files = {f.relative_to(directory).as_posix(): {"bytes": f.stat().st_size, "sha256": _sha256(f)}
+             for f in sorted(directory.rglob("*")) if f.is_file() and f.name not in (MANIFEST, COMPLETE)}
     (directory / MANIFEST).write_text(json.dumps(files, indent=1))
 
 

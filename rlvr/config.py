@@ -33,6 +33,16 @@ class TinyModelConfig(Section):
     vocab_size: int = Field(128, gt=0, description="Target vocabulary of the locally trained BPE tokenizer.")
 
 
+class LoraSettings(Section):
+    """LoRA adapters (peft): rank, scale alpha, dropout and which modules get them."""
+
+    r: int = Field(16, gt=0)
+    alpha: float = Field(32.0, gt=0)
+    dropout: float = Field(0.0, ge=0, lt=1)
+    target_modules: str | list[str] = Field("all-linear", description="peft target_modules: 'all-linear' or "
+                                                                        "module names such as [q_proj, v_proj].")
+
+
 class ModelConfig(Section):
     name: str = Field("tiny", description="Hub name, local HF directory, or 'tiny' for a config-built model.")
     tokenizer: str | None = Field(None, description="Tokenizer name/path when it differs from the model's.")
@@ -44,6 +54,8 @@ class ModelConfig(Section):
         "auto", description="Wrap prompts with the tokenizer's chat template (auto: when it has one)."
     )
     tiny: TinyModelConfig = TinyModelConfig()
+    lora: LoraSettings | None = Field(None, description="Train LoRA adapters only (needs peft); the reference "
+                                      "policy is the model with adapters disabled.")
 
 
 class TaskConfig(Section):

@@ -130,6 +130,11 @@ def load_policy(
 
 
 def save_pretrained(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, path: str | Path) -> None:
-    """Write model and tokenizer so plain `from_pretrained` loads them."""
+    """Write model and tokenizer so plain `from_pretrained` loads them (a LoRA model: merged, plus its adapter)."""
+    from rlvr.lora import is_lora, save_lora
+
+    if is_lora(model):
+        save_lora(model, tokenizer, path)
+        return
     model.save_pretrained(path, safe_serialization=True)
     tokenizer.save_pretrained(path)

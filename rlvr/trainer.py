@@ -43,6 +43,7 @@ from rlvr.distributed import sum_gradients
 from rlvr.errors import RlvrError
 from rlvr.evaluation import eval_settings, run_evaluation, training_metrics
 from rlvr.logprobs import completion_logprobs
+from rlvr.lora import add_lora, is_lora, load_lora
 from rlvr.models import TINY, load_model, load_policy, load_tokenizer, save_pretrained
 from rlvr.prompts import PromptEncoder, prompt_token_limit
 from rlvr.resources import checkpoint_bytes, ensure_disk_space, ensure_writable_dir
@@ -96,10 +97,10 @@ class Trainer:
         self.initial_model = self._initial_model_dir()
         source = str(resume_path) if resume_path else self.initial_model
         self.tokenizer = load_tokenizer(source, cfg.model.trust_remote_code)
-        self.model = load_model(cfg.model, name=source)
+        self.model = self._load_policy(resume_path)
         ensure_disk_space(self.out, checkpoint_bytes(self.model))
-        self.ref_model = None
-        if a.kl_coef > 0:
+        self.ref_model = None  # with LoRA the reference is the policy with its adapters disabled
+        if a.kl_coef > 0 and not is_lora(self.model):
             self.ref_model = load_model(cfg.model, name=self.initial_model).eval().requires_grad_(False)
         self.kl_control = AdaptiveKLController(a.kl_coef, a.kl_target, a.kl_horizon) if a.kl_target else None
         limit = prompt_token_limit(cfg.data.max_prompt_tokens, getattr(self.model.config, "max_position_embeddings", None),
@@ -147,6 +148,21 @@ class Trainer:
             set_rng_state(state["rng"])
             self.nonfinite.count = state.get("nonfinite_streak", 0)
             self.step = state["step"]
+
+    def _load_policy(self, resume_path: Path | None):
+        """The initial model, or the checkpoint's; with model.lora, the initial model plus adapters (fresh, or
+        the checkpoint's)."""
+        lora = self.cfg.model.lora
+        if lora is None:
+            return load_model(self.cfg.model, name=str(resume_path) if resume_path else self.initial_model)
+        base = load_model(self.cfg.model, name=self.initial_model)
+        return load_lora(base, resume_path) if resume_path else add_lora(base, lora)
+
+    def _reference_logprobs(self, batch: RolloutBatch) -> torch.Tensor:
+        if self.ref_model is not None:
+            return self._logprobs(self.ref_model, batch)
+        with self.model.disable_adapter():
+            return self._logprobs(self.model, batch)
 
     def _initial_model_dir(self) -> str:
         """The starting weights as a directory; a tiny model is built once and saved beside the run."""
@@ -239,8 +255,8 @@ class Trainer:
         a = self.cfg.algorithm
         mask = batch.completion_mask
         token_rewards = None
-        if self.ref_model is not None:
-            batch.ref_logprobs = self._logprobs(self.ref_model, batch)
+        if a.kl_coef > 0:
+            batch.ref_logprobs = self._reference_logprobs(batch)
             if a.kl_placement == "reward":
                 kl = KL_ESTIMATORS.get(a.kl_estimator)(batch.rollout_logprobs, batch.ref_logprobs)
                 token_rewards = kl_penalized_rewards(last_token_rewards(batch.scores, mask), kl, self.kl_coef, mask)
