@@ -129,7 +129,9 @@ def load_policy(
     return model, tokenizer
 
 
-def save_pretrained(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, path: str | Path) -> None:
-    """Write model and tokenizer so plain `from_pretrained` loads them."""
-    model.save_pretrained(path, safe_serialization=True)
+def save_pretrained(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, path: str | Path,
+                    state_dict: dict[str, torch.Tensor] | None = None) -> None:
+    """Write model and tokenizer so plain `from_pretrained` loads them; `state_dict` gives the full weights of a
+    model whose own parameters are shards (FSDP2)."""
+    model.save_pretrained(path, safe_serialization=True, state_dict=state_dict)
     tokenizer.save_pretrained(path)
