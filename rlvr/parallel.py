@@ -79,6 +79,7 @@ class FullyShardedV2(Replicated):
         self.model = self.wrap_frozen(model)
         for module in self._sharded(self.model):
             module.set_gradient_divide_factor(1.0)
+            module.set_force_sum_reduction_for_comms(True)  # a plain SUM (gloo has no pre-multiplied sum)
 
     @staticmethod
     def _sharded(model: torch.nn.Module) -> list:
@@ -105,7 +106,12 @@ class FullyShardedV2(Replicated):
         """fully_shard reduce-scattered the gradients during the last backward."""
 
     def model_state(self) -> dict[str, torch.Tensor]:
-        return get_model_state_dict(self.model, options=FULL)
+        """The full weights (on rank 0; empty elsewhere), without second names of tied weights (lm_head tied to the
+        embeddings), as save_pretrained writes them."""
+        state = get_model_state_dict(self.model, options=FULL)
+        tied = ({n for n, _ in self.model.named_parameters(remove_duplicate=False)}
+                - {n for n, _ in self.model.named_parameters()})
+        return {k: v for k, v in state.items() if k not in tied}
 
 
 def make_parallel(model: torch.nn.Module, strategy: str) -> Replicated:

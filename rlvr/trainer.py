@@ -82,11 +82,26 @@ def lr_lambda(schedule: str, warmup: int, total: int):
     return factor
 
 
+def check_data_parallel(cfg: RunConfig, strategy: str, world: int) -> None:
+    """Settings a run over `world` data-parallel processes cannot honour, named before any work is done."""
+    if world == 1:
+        return
+    if cfg.data.prompts_per_step % world:
+        raise ConfigError(f"data.prompts_per_step={cfg.data.prompts_per_step} must be a multiple of the number of "
+                          f"data-parallel processes ({world}): each process generates whole groups.")
+    if cfg.rollout.seed_per_group is False:
+        raise ConfigError("rollout.seed_per_group=false cannot be used with several processes: each group must be "
+                          "sampled from its own generator. Leave it unset or set it to true.")
+    if strategy == "fsdp2" and cfg.optim.mini_batches > 1:
+        raise ConfigError("optim.mini_batches > 1 is not supported with distributed.strategy=fsdp2 on several "
+                          "processes (ranks could get unequal mini-batches); use 1, or distributed.strategy=ddp.")
+
+
 class Trainer:
     def __init__(self, config: RunConfig, resume: str | None = None):
         self.cfg = cfg = config
         strategy = start_processes(cfg.distributed.strategy)
-        self._check_data_parallel(strategy)
+        check_data_parallel(cfg, strategy, world_size())
         self.out = Path(cfg.tracking.output_dir)
         resume_path = resolve_resume(resume, self.out) if resume else None
         existing = list_checkpoints(self.out / "checkpoints")
@@ -161,21 +176,6 @@ class Trainer:
             set_rng_state(state["rng"])
             self.nonfinite.count = state.get("nonfinite_streak", 0)
             self.step = state["step"]
-
-    def _check_data_parallel(self, strategy: str) -> None:
-        """Settings a data-parallel run cannot honour, named before any work is done."""
-        world, cfg = world_size(), self.cfg
-        if world == 1:
-            return
-        if cfg.data.prompts_per_step % world:
-            raise ConfigError(f"data.prompts_per_step={cfg.data.prompts_per_step} must be a multiple of the number of "
-                              f"data-parallel processes ({world}): each process generates whole groups.")
-        if cfg.rollout.seed_per_group is False:
-            raise ConfigError("rollout.seed_per_group=false cannot be used with several processes: each group must be "
-                              "sampled from its own generator. Leave it unset or set it to true.")
-        if strategy == "fsdp2" and cfg.optim.mini_batches > 1:
-            raise ConfigError("optim.mini_batches > 1 is not supported with distributed.strategy=fsdp2 on several "
-                              "processes (ranks could get unequal mini-batches); use 1, or distributed.strategy=ddp.")
 
     def _initial_model_dir(self) -> str:
         """The starting weights as a directory; a tiny model is built once (by rank 0) and saved beside the run."""

@@ -69,7 +69,7 @@ class HFRolloutEngine:
             self.model.train(was_training)
         return out
 
-    @torch.inference_mode()
+    @torch.no_grad()  # not inference_mode: inference tensors would end up in FSDP2's all-gather buffers
     def _generate_batch(self, prompts: list[list[int]], params: SamplingParams,
                         generators: list[torch.Generator] | None) -> list[Completion]:
         device = next(self.model.parameters()).device
