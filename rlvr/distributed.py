@@ -54,6 +54,12 @@ def init_process_group(single: bool = False, timeout_s: float = 1800.0) -> None:
     dist.init_process_group("nccl" if cuda else "gloo", timeout=datetime.timedelta(seconds=timeout_s))
 
 
+def end_processes() -> None:
+    """Leave the process group (at the end of a torchrun run)."""
+    if is_distributed():
+        dist.destroy_process_group()
+
+
 def barrier() -> None:
     if is_distributed():
         dist.barrier()

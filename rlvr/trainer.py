@@ -40,6 +40,7 @@ from rlvr.curriculum import CurriculumStats, GroupOutcome, make_filter, make_sam
 from rlvr.distributed import (
     all_gather_objects,
     all_ranks,
+    all_reduce_sum,
     all_reduce_sums,
     all_reduce_tensor,
     barrier,
@@ -382,7 +383,8 @@ class Trainer:
                     sums[k] += v
                 self.parallel.finish_gradients()
                 params = [p for p in self.model.parameters() if p.requires_grad]
-                norm = step_if_finite(self.optimizer, self.scheduler, params, stats["loss"], o.grad_clip)
+                loss = all_reduce_sum(stats["loss"])  # NaN on one rank skips the update on every rank
+                norm = step_if_finite(self.optimizer, self.scheduler, params, loss, o.grad_clip)
                 if math.isfinite(norm):
                     grad_norms.append(norm)
                 else:
