@@ -420,7 +420,8 @@ class Trainer:
                 raise RlvrError(f"eval.best_metric '{name}' is not an evaluation metric; this run logs "
                                 f"{', '.join(sorted(metrics))}.")
             best = best_model_info(self.out)
-            if best is None or metrics[name] > best["value"]:
+            # Rank 0's verdict for all: another rank could read best.json after rank 0 has rewritten it.
+            if all_gather_objects(best is None or metrics[name] > best["value"])[0]:
                 model_state = self.parallel.model_state()
                 if is_main():
                     save_best_model(self.out, self.step, self.model, self.tokenizer,

@@ -120,13 +120,21 @@ def test_settings_a_data_parallel_run_cannot_honour_are_named(fast_config):
 @pytest.mark.parametrize("strategy", ["ddp", "fsdp2"])
 def test_batch_whitening_matches_across_processes_and_strategies(tmp_path, length_reward_file, strategy):
     """REINFORCE++-baseline whitens advantages over the whole step's batch: the statistics are global whichever
-    rank generated a group. fsdp2 runs here on CPUs over gloo (fully_shard, sum reduce-scatter)."""
+    rank generated a group. Also on: DAPO dynamic sampling (rounds decided on every rank's groups), KL to a
+    (sharded) reference in the reward, evaluation keeping the best model. fsdp2 runs here on CPUs over gloo
+    (fully_shard, sum reduce-scatter)."""
     args = [f"rewards.functions=[{{function: task}}, {{function: '{length_reward_file}'}}]",
-            "algorithm.advantage=reinforce_pp_baseline", "optim.mini_batches=1", "checkpoint.every_steps=0"]
+            "algorithm.advantage=reinforce_pp_baseline", "optim.mini_batches=1", "checkpoint.every_steps=0",
+            "data.filter=dynamic_sampling", "algorithm.kl_coef=0.1", "algorithm.kl_placement=reward",
+            "eval.every_steps=2", "eval.num_problems=8", "eval.best_metric=eval/accuracy"]
     train(tmp_path / "one", *args, steps=4)
     train(tmp_path / "two", *args, f"distributed.strategy={strategy}", procs=2, steps=4)
     one, two = (list_checkpoints(tmp_path / name / "checkpoints")[-1] for name in ("one", "two"))
     assert max_difference(weights(one), weights(two)) < 1e-5
+    assert (tmp_path / "two" / "best" / "model.safetensors").is_file()
+    for x, y in zip(rows_of(tmp_path / "one"), rows_of(tmp_path / "two")):
+        for key in [k for k in ("sampling/rounds", "actor/kl_ref", "eval/accuracy") if x.get(k) is not None]:
+            assert y.get(key) == pytest.approx(x.get(key), rel=1e-4, abs=1e-6), (x["step"], key)
     # A sharded checkpoint resumes in one process under the other strategy's layout (full, name-keyed state).
     train(tmp_path / "two", *args, steps=5, resume="auto")
     assert load_state(list_checkpoints(tmp_path / "two" / "checkpoints")[-1])["step"] == 5
