@@ -99,21 +99,17 @@ class FullyShardedV2(Replicated):
         fully_shard(model, mesh=mesh)
         return model
 
-    def before_backward(self, last: bool) -> None:
-        self.model.set_requires_gradient_sync(last)
-
-    def optimizer_state(self, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
-        self._reshard()
-        return super().optimizer_state(optimizer)
-
-    def finish_gradients(self) -> None:
-        """fully_shard reduce-scattered the gradients during the last backward."""
-
     def _reshard(self) -> None:
         """Back to sharded parameters: after forwards without a backward (generation, evaluation) the root module
         keeps its gathered ones, which are not the parameters the optimizer holds."""
         for module in self._sharded(self.model):
             module.reshard()
+
+    def before_backward(self, last: bool) -> None:
+        self.model.set_requires_gradient_sync(last)
+
+    def finish_gradients(self) -> None:
+        """fully_shard reduce-scattered the gradients during the last backward."""
 
     def model_state(self) -> dict[str, torch.Tensor]:
         """The full weights (on rank 0; empty elsewhere), without second names of tied weights (lm_head tied to the
@@ -123,6 +119,10 @@ class FullyShardedV2(Replicated):
         tied = ({n for n, _ in self.model.named_parameters(remove_duplicate=False)}
                 - {n for n, _ in self.model.named_parameters()})
         return {k: v for k, v in state.items() if k not in tied}
+
+    def optimizer_state(self, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+        self._reshard()
+        return super().optimizer_state(optimizer)
 
 
 def make_parallel(model: torch.nn.Module, strategy: str) -> Replicated:
