@@ -103,3 +103,23 @@ def test_ray_backend_is_chosen_by_the_cluster_address(local_ray):
     assert isinstance(pool, RayRewardPool)
     pool.close()
     assert ray.is_initialized()  # a cluster it joined is left running
+
+
+def test_training_with_rewards_on_ray_logs_what_local_scoring_does(fast_config, length_reward, local_ray):
+    import json
+
+    from rlvr.config import build_config
+    from rlvr.trainer import Trainer
+
+    rows = {}
+    for name, cluster in (("local", {}), ("ray", {"ray_address": "auto"})):  # 'auto': join the running Ray
+        cfg = build_config(fast_config(steps=2, cluster=cluster,
+                                       rewards={"functions": [{"function": "task"}, {"function": length_reward}]}))
+        cfg.tracking.output_dir = f"{cfg.tracking.output_dir}-{name}"
+        trainer = Trainer(cfg)
+        assert isinstance(trainer.pool, RayRewardPool) == (name == "ray")
+        trainer.fit()
+        rows[name] = [json.loads(line) for line in Path(cfg.tracking.output_dir, "metrics.jsonl").read_text().splitlines()]
+    assert [r["reward/mean"] for r in rows["ray"]] == [r["reward/mean"] for r in rows["local"]]
+    assert [r["actor/loss"] for r in rows["ray"]] == pytest.approx([r["actor/loss"] for r in rows["local"]])
+    assert ray.is_initialized()  # the cluster it joined is left running
