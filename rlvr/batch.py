@@ -44,6 +44,8 @@ class RolloutBatch:
             elif f.name == "metadata":
                 picked[f.name] = [value[i] for i in index.tolist()] if value else []
         out = replace(self, **picked)
+        if not len(out):
+            return out
         # Trim columns that are padding in every selected row: leading prompt pads, trailing completion pads.
         keep_c = max(1, int(out.completion_mask.sum(-1).max()))
         width_p = out.input_ids.shape[1] - out.completion_width
@@ -56,6 +58,11 @@ class RolloutBatch:
         out.input_ids = out.input_ids[:, first : width_p + keep_c]
         out.attention_mask = out.attention_mask[:, first : width_p + keep_c]
         return out
+
+    def to(self, device: torch.device | str) -> RolloutBatch:
+        """The same rows with every tensor on `device`."""
+        return replace(self, **{f.name: getattr(self, f.name).to(device) for f in fields(self)
+                                if isinstance(getattr(self, f.name), torch.Tensor)})
 
     @classmethod
     def from_completions(

@@ -115,13 +115,14 @@ def prune_checkpoints(root: Path, keep_last: int, protected: Collection[str | Pa
 
 
 def save_checkpoint(root: str | Path, step: int, model, tokenizer, state: dict[str, Any], keep_last: int,
-                    protected: Collection[str | Path] = ()) -> Path:
-    """Write checkpoint `step-N` under `root` and apply retention (`protected` checkpoints are always kept)."""
+                    protected: Collection[str | Path] = (), model_state: dict[str, torch.Tensor] | None = None) -> Path:
+    """Write checkpoint `step-N` under `root` and apply retention (`protected` checkpoints are always kept).
+    `model_state`: the full weights when the model's own parameters are shards."""
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
 
     def fill(directory: Path) -> None:
-        save_pretrained(model, tokenizer, directory)
+        save_pretrained(model, tokenizer, directory, model_state)
         _save_state(directory, {**state, "step": step, "rng": rng_state()})
         write_manifest(directory)
         _mark_complete(directory, step)
@@ -193,14 +194,15 @@ def load_state(path: str | Path) -> dict[str, Any]:
     return torch.load(Path(path) / STATE_FILE, weights_only=False)
 
 
-def save_best_model(output_dir: str | Path, step: int, model, tokenizer, info: dict[str, Any]) -> Path:
+def save_best_model(output_dir: str | Path, step: int, model, tokenizer, info: dict[str, Any],
+                    model_state: dict[str, torch.Tensor] | None = None) -> Path:
     """Keep `model` as the run's best: an HF model directory best-step-N (with best.json: step, metric, value)
     written completely, then the `best` link switched to it in one atomic rename, then the previous best
     removed. Checkpoint retention (keep_last) never sees it; `<output_dir>/best` always holds a whole model."""
     out = Path(output_dir)
 
     def fill(directory: Path) -> None:
-        save_pretrained(model, tokenizer, directory)
+        save_pretrained(model, tokenizer, directory, model_state)
         (directory / BEST_INFO).write_text(json.dumps({"step": step, **info}, indent=2))
 
     target = write_dir_atomically(out / f"{BEST}-step-{step:07d}", fill)

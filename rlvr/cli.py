@@ -15,9 +15,13 @@ def _config(args):
 
 
 def cmd_train(args) -> None:
+    from rlvr.distributed import end_processes
     from rlvr.trainer import Trainer
 
-    Trainer(_config(args), resume=args.resume).fit()
+    try:
+        Trainer(_config(args), resume=args.resume).fit()
+    finally:
+        end_processes()
 
 
 def cmd_sft(args) -> None:

@@ -123,6 +123,11 @@ class RolloutConfig(Section):
     min_new_tokens: int = Field(0, ge=0, description="EOS is not sampled before this many tokens.")
     stop: list[str] = Field(default_factory=list, description="Stop strings (kept in the completion).")
     batch_size: int = Field(256, gt=0, description="Sequences generated together.")
+    seed_per_group: bool | None = Field(
+        None, description="Sample each group from its own generator seeded by (seed, step, round, group index), so a "
+        "group draws the same completions whichever data-parallel rank generates it and a run does not depend on the "
+        "number of processes. None: on when data-parallel, off in a single process (one random stream)."
+    )
 
 
 class AlgorithmConfig(Section):
@@ -231,6 +236,10 @@ class RewardsConfig(Section):
     num_workers: int = Field(2, ge=1)
     worker_max_memory_mb: int = Field(4096, ge=64, description="A worker whose resident memory grows past this "
                                       "(a leaking reward) is replaced between items.")
+    backend: Literal["auto", "local", "ray"] = Field(
+        "auto", description="Where rewards are scored: 'local' worker processes, or 'ray' tasks spread over a Ray "
+        "cluster's CPUs (needs cluster.ray_address); auto: ray when cluster.ray_address is set."
+    )
 
     @model_validator(mode="after")
     def _names_are_unique(self) -> RewardsConfig:
@@ -240,6 +249,28 @@ class RewardsConfig(Section):
             raise ValueError(f"reward metric names must be unique, {', '.join(repeated)} repeats: give each "
                              "rewards.functions entry its own `name`")
         return self
+
+
+class DistributedConfig(Section):
+    """Data-parallel training under torchrun (docs/scaling.md)."""
+
+    strategy: Literal["auto", "ddp", "fsdp2"] = Field(
+        "auto", description="ddp: a full replica per rank, gradients summed by all-reduce (CPUs, gloo); fsdp2: "
+        "parameters, gradients and optimizer state sharded with fully_shard; auto: fsdp2 when several torchrun "
+        "processes have CUDA devices, else ddp."
+    )
+
+
+class ClusterConfig(Section):
+    """A Ray cluster for reward scoring (the 'ray' extra)."""
+
+    ray_address: str | None = Field(
+        None, description="None: no Ray; 'auto': join the running cluster (ray start --head); 'local': start a "
+        "local Ray in this process; or a cluster address such as 'ray://host:10001'."
+    )
+    num_cpus: int | None = Field(None, gt=0, description="CPUs of a local Ray (ray_address=local); default: all.")
+    chunk_size: int = Field(32, gt=0, description="Reward requests per Ray task.")
+    max_retries: int = Field(3, ge=0, description="Times a Ray task whose worker died is run again.")
 
 
 class TrackingConfig(Section):
@@ -312,6 +343,8 @@ class RunConfig(Section):
     checkpoint: CheckpointConfig = CheckpointConfig()
     eval: EvalConfig = EvalConfig()
     sft: SFTConfig = SFTConfig()
+    distributed: DistributedConfig = DistributedConfig()
+    cluster: ClusterConfig = ClusterConfig()
 
     @model_validator(mode="after")
     def _preset_features(self) -> RunConfig:
@@ -336,6 +369,13 @@ class RunConfig(Section):
                 f"optim.mini_batches={self.optim.mini_batches} must divide the step's samples "
                 f"(data.prompts_per_step x rollout.samples_per_prompt = {samples})"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _ray_backend_has_an_address(self) -> RunConfig:
+        if self.rewards.backend == "ray" and self.cluster.ray_address is None:
+            raise ValueError("rewards.backend=ray needs cluster.ray_address ('auto' to join a running cluster, "
+                             "'local' to start one here)")
         return self
 
 

@@ -129,12 +129,14 @@ def load_policy(
     return model, tokenizer
 
 
-def save_pretrained(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, path: str | Path) -> None:
-    """Write model and tokenizer so plain `from_pretrained` loads them (a LoRA model: merged, plus its adapter)."""
+def save_pretrained(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, path: str | Path,
+                    state_dict: dict[str, torch.Tensor] | None = None) -> None:
+    """Write model and tokenizer so plain `from_pretrained` loads them (a LoRA model: merged, plus its adapter);
+    `state_dict` gives the full weights of a model whose own parameters are shards (FSDP2)."""
     from rlvr.lora import is_lora, save_lora
 
     if is_lora(model):
         save_lora(model, tokenizer, path)
         return
-    model.save_pretrained(path, safe_serialization=True)
+    model.save_pretrained(path, safe_serialization=True, state_dict=state_dict)
     tokenizer.save_pretrained(path)

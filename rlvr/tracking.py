@@ -90,3 +90,16 @@ class MetricsLogger:
             self._progress.stop()
         if self._tb is not None:
             self._tb.close()
+
+
+class QuietLogger:
+    """What data-parallel ranks other than 0 log: nothing (rank 0 logs the globally reduced metrics)."""
+
+    def log(self, step: int, metrics: dict[str, float]) -> None:
+        pass
+
+    def warn(self, message: str) -> None:
+        pass
+
+    def close(self) -> None:
+        pass

@@ -39,19 +39,30 @@ from rlvr.checkpoint import (
 )
 from rlvr.config import RunConfig, dump_config
 from rlvr.curriculum import CurriculumStats, GroupOutcome, make_filter, make_sampler, prompt_key
-from rlvr.distributed import sum_gradients
-from rlvr.errors import RlvrError
+from rlvr.distributed import (
+    all_gather_objects,
+    all_ranks,
+    all_reduce_sum,
+    all_reduce_sums,
+    all_reduce_tensor,
+    barrier,
+    is_main,
+    shard,
+    world_size,
+)
+from rlvr.errors import ConfigError, RlvrError
 from rlvr.evaluation import eval_settings, run_evaluation, training_metrics
 from rlvr.logprobs import completion_logprobs
 from rlvr.lora import add_lora, is_lora, load_lora
 from rlvr.models import TINY, load_model, load_policy, load_tokenizer, save_pretrained
+from rlvr.parallel import make_parallel, start_processes
 from rlvr.prompts import PromptEncoder, prompt_token_limit
 from rlvr.resources import checkpoint_bytes, ensure_disk_space, ensure_writable_dir
+from rlvr.rewards.backends import make_reward_pool
 from rlvr.rewards.composite import RewardComposer, Scored, completion_fields
-from rlvr.rewards.pool import RewardPool
-from rlvr.rollout import SamplingParams, make_engine
+from rlvr.rollout import SamplingParams, group_generator, make_engine
 from rlvr.tasks import make_tasks
-from rlvr.tracking import MetricsLogger
+from rlvr.tracking import MetricsLogger, QuietLogger
 from rlvr.update import LossSetup, NonFiniteStreak, accumulate_gradients, step_if_finite
 
 
@@ -75,9 +86,26 @@ def lr_lambda(schedule: str, warmup: int, total: int):
     return factor
 
 
+def check_data_parallel(cfg: RunConfig, strategy: str, world: int) -> None:
+    """Settings a run over `world` data-parallel processes cannot honour, named before any work is done."""
+    if world == 1:
+        return
+    if cfg.data.prompts_per_step % world:
+        raise ConfigError(f"data.prompts_per_step={cfg.data.prompts_per_step} must be a multiple of the number of "
+                          f"data-parallel processes ({world}): each process generates whole groups.")
+    if cfg.rollout.seed_per_group is False:
+        raise ConfigError("rollout.seed_per_group=false cannot be used with several processes: each group must be "
+                          "sampled from its own generator. Leave it unset or set it to true.")
+    if strategy == "fsdp2" and cfg.optim.mini_batches > 1:
+        raise ConfigError("optim.mini_batches > 1 is not supported with distributed.strategy=fsdp2 on several "
+                          "processes (ranks could get unequal mini-batches); use 1, or distributed.strategy=ddp.")
+
+
 class Trainer:
     def __init__(self, config: RunConfig, resume: str | None = None):
         self.cfg = cfg = config
+        strategy = start_processes(cfg.distributed.strategy)
+        check_data_parallel(cfg, strategy, world_size())
         self.out = Path(cfg.tracking.output_dir)
         resume_path = resolve_resume(resume, self.out) if resume else None
         existing = list_checkpoints(self.out / "checkpoints")
@@ -87,9 +115,11 @@ class Trainer:
                 f"--resume auto, or choose another tracking.output_dir."
             )
         ensure_writable_dir(self.out)
-        if resume_path is None and discard_best_model(self.out):
-            print(f"note: removed the best model an earlier, checkpoint-less run left in {self.out}", file=sys.stderr)
-        dump_config(cfg, self.out / "config.yaml")
+        if is_main():
+            if resume_path is None and discard_best_model(self.out):
+                print(f"note: removed the best model an earlier, checkpoint-less run left in {self.out}",
+                      file=sys.stderr)
+            dump_config(cfg, self.out / "config.yaml")
         a = cfg.algorithm
         ADVANTAGES.get(a.advantage)  # fail early on unknown names
         self.tasks = make_tasks(cfg.data.tasks, cfg.seed, cfg.data.bad_rows)
@@ -97,11 +127,14 @@ class Trainer:
         self.initial_model = self._initial_model_dir()
         source = str(resume_path) if resume_path else self.initial_model
         self.tokenizer = load_tokenizer(source, cfg.model.trust_remote_code)
-        self.model = self._load_policy(resume_path)
-        ensure_disk_space(self.out, checkpoint_bytes(self.model))
+        model = self._load_policy(resume_path)
+        ensure_disk_space(self.out, checkpoint_bytes(model))
+        self.parallel = make_parallel(model, strategy)
+        self.model = self.parallel.model
         self.ref_model = None  # with LoRA the reference is the policy with its adapters disabled
-        if a.kl_coef > 0 and not is_lora(self.model):
-            self.ref_model = load_model(cfg.model, name=self.initial_model).eval().requires_grad_(False)
+        if a.kl_coef > 0 and not is_lora(model):
+            self.ref_model = self.parallel.wrap_frozen(
+                load_model(cfg.model, name=self.initial_model).eval().requires_grad_(False))
         self.kl_control = AdaptiveKLController(a.kl_coef, a.kl_target, a.kl_horizon) if a.kl_target else None
         limit = prompt_token_limit(cfg.data.max_prompt_tokens, getattr(self.model.config, "max_position_embeddings", None),
                                    cfg.rollout.max_new_tokens)
@@ -110,7 +143,10 @@ class Trainer:
             task.screen_prompts(self.encode)
         self.skipped_rows = [row for task in self.tasks for row in task.skipped_rows]
         self.engine = make_engine(cfg.rollout.engine, self.model, self.tokenizer, cfg.rollout.batch_size)
+        if self.parallel.lockstep_forward:
+            self.engine.all_finished = all_ranks
         r = cfg.rollout
+        self.seed_per_group = r.seed_per_group if r.seed_per_group is not None else world_size() > 1
         self.params = SamplingParams(n=r.samples_per_prompt, temperature=r.temperature, top_p=r.top_p, top_k=r.top_k,
                                      max_new_tokens=r.max_new_tokens, min_new_tokens=r.min_new_tokens, stop=r.stop,
                                      return_entropy=a.high_entropy_fraction is not None)
@@ -127,8 +163,7 @@ class Trainer:
         self.sampler = make_sampler(d.sampler.name, d.sampler.args, self.tasks, [t.weight for t in d.tasks], cfg.seed,
                                     self.stats)
         self.filter = make_filter(d.filter.name, d.filter.args)
-        self.pool = RewardPool(cfg.rewards.num_workers, cfg.rewards.timeout_s,
-                               max_memory_mb=cfg.rewards.worker_max_memory_mb)
+        self.pool = make_reward_pool(cfg.rewards, cfg.cluster)
         self.composer = RewardComposer(cfg.rewards.functions, self.pool)
         self.advantage_history: dict = {}
         self.nonfinite = NonFiniteStreak(o.max_nonfinite_steps)
@@ -138,7 +173,7 @@ class Trainer:
         seed_everything(cfg.seed)
         if resume_path:
             state = load_state(resume_path)
-            self.optimizer.load_state_dict(state["optimizer"])
+            self.parallel.load_optimizer_state(self.optimizer, state["optimizer"])
             self.scheduler.load_state_dict(state["scheduler"])
             self.stats.load_state_dict(state["curriculum_stats"])
             self.sampler.load_state_dict(state["sampler"])
@@ -165,14 +200,15 @@ class Trainer:
             return self._logprobs(self.model, batch)
 
     def _initial_model_dir(self) -> str:
-        """The starting weights as a directory; a tiny model is built once and saved beside the run."""
+        """The starting weights as a directory; a tiny model is built once (by rank 0) and saved beside the run."""
         if self.cfg.model.name != TINY:
             return self.cfg.model.name
         path = self.out / "initial-model"
-        if not (path / "config.json").is_file():
+        if is_main() and not (path / "config.json").is_file():
             corpus = [text for task in self.tasks for text in task.corpus()]
             model, tokenizer = load_policy(self.cfg.model, self.cfg.seed, corpus)
             write_dir_atomically(path, lambda tmp: save_pretrained(model, tokenizer, tmp))
+        barrier()
         return str(path)
 
     @property
@@ -181,15 +217,22 @@ class Trainer:
 
     # ------------------------------------------------------------------ rollout
 
-    def _generate_round(self, count: int):
-        """Draw `count` prompts the filter admits, sample their groups, score every sample."""
+    def _generate_round(self, count: int, round_index: int):
+        """Draw `count` prompts the filter admits, sample their groups, score every sample. Every rank draws the
+        same prompts; each generates and scores its own block of groups, and every rank gets them all back."""
         drawn = self.sampler.next_batch(count, lambda t, p: self.filter.admit(self.stats, prompt_key(self.tasks[t], p)))
         self.stats.record_draws([t for t, _ in drawn])
         prompts = [self.encode(p.prompt, where=f"task {self.tasks[t].label}, problem {p.uid}") for t, p in drawn]
-        groups = self.engine.generate(prompts, self.params)
+        mine = shard(len(drawn))
+        generators = None
+        if self.seed_per_group:
+            device = next(self.model.parameters()).device
+            generators = [group_generator(device, self.cfg.seed, self.step, round_index, g) for g in mine]
+        groups = self.engine.generate([prompts[g] for g in mine], self.params, generators)
         samples = [(self.tasks[t], p, c.text, completion_fields(c, self.params.max_new_tokens))
-                   for (t, p), group in zip(drawn, groups) for c in group]
-        return drawn, prompts, groups, self.composer.score(samples)
+                   for (t, p), group in zip(drawn[mine.start : mine.stop], groups) for c in group]
+        parts = all_gather_objects((groups, self.composer.score(samples)))
+        return drawn, prompts, [g for part, _ in parts for g in part], Scored.concat([s for _, s in parts])
 
     def rollout(self) -> tuple[RolloutBatch, dict[str, float]]:
         """One step's samples. A filter that regenerates (DAPO dynamic sampling, the pass-rate band) sets aside
@@ -202,7 +245,7 @@ class Trainer:
         all_scores: list[Scored] = []
         rounds, gen_tokens, skipped = 0, 0, 0
         while len(kept) < d.prompts_per_step and rounds < (d.max_sampling_rounds if self.filter.regenerates else 1):
-            drawn, prompts, groups, scored = self._generate_round(d.prompts_per_step)
+            drawn, prompts, groups, scored = self._generate_round(d.prompts_per_step, rounds)
             rounds += 1
             skipped += self.sampler.skipped
             gen_tokens += sum(len(c.token_ids) for group in groups for c in group)
@@ -314,16 +357,23 @@ class Trainer:
 
     # ------------------------------------------------------------------ update
 
+    def _my_rows(self, batch: RolloutBatch) -> torch.Tensor:
+        """The rows of the step's batch this rank trains on: the samples of its block of groups."""
+        groups = shard(len(batch) // self.params.n)
+        return torch.arange(groups.start * self.params.n, groups.stop * self.params.n)
+
     def _logprobs(self, model, batch: RolloutBatch) -> torch.Tensor:
-        """Logprobs of every sample without gradients, micro-batch by micro-batch."""
+        """Logprobs of every sample without gradients, micro-batch by micro-batch; each rank computes its own rows
+        and every rank gets them all."""
         out = torch.zeros_like(batch.completion_mask)
+        device = next(model.parameters()).device
         with torch.no_grad():
-            for rows in torch.arange(len(batch)).split(self.cfg.optim.micro_batch_size):
-                mb = batch.select(rows)
+            for rows in self._my_rows(batch).split(self.cfg.optim.micro_batch_size):
+                mb = batch.select(rows).to(device)
                 logp, _ = completion_logprobs(model, mb.input_ids, mb.attention_mask, mb.completion_width,
                                               self.cfg.rollout.temperature)
-                out[rows, : mb.completion_width] = logp.float()
-        return out
+                out[rows, : mb.completion_width] = logp.float().cpu()
+        return all_reduce_tensor(out)
 
     def update(self, batch: RolloutBatch) -> dict[str, float]:
         cfg, o, a = self.cfg, self.cfg.optim, self.cfg.algorithm
@@ -336,27 +386,32 @@ class Trainer:
             algorithm=a, policy_loss=POLICY_LOSSES.get(a.policy_loss), kl_estimator=KL_ESTIMATORS.get(a.kl_estimator),
             kl_coef=self.kl_coef if a.kl_placement == "loss" else 0.0, temperature=cfg.rollout.temperature,
             norm_constant=a.loss_norm_constant or cfg.rollout.max_new_tokens, micro_batch_size=o.micro_batch_size,
-            on_policy=on_policy,
+            on_policy=on_policy, before_backward=self.parallel.before_backward,
         )
         sums: dict[str, float] = defaultdict(float)
         grad_norms, skipped = [], 0
         self.model.train()
+        mine = self._my_rows(batch)
         t0 = time.perf_counter()
         for _ in range(o.ppo_epochs):
+            # Mini-batches are drawn over the whole step's batch (the same on every rank); each rank trains on
+            # its own rows of each.
             order = torch.randperm(len(batch)) if o.mini_batches > 1 else torch.arange(len(batch))
             for rows in order.chunk(o.mini_batches):
                 self.optimizer.zero_grad(set_to_none=True)
-                stats = accumulate_gradients(self.model, batch.select(rows), setup)
+                stats = accumulate_gradients(self.model, batch.select(rows[torch.isin(rows, mine)]), setup)
                 for k, v in stats.items():
                     sums[k] += v
-                sum_gradients(self.model)
+                self.parallel.finish_gradients()
                 params = [p for p in self.model.parameters() if p.requires_grad]
-                norm = step_if_finite(self.optimizer, self.scheduler, params, stats["loss"], o.grad_clip)
+                loss = all_reduce_sum(stats["loss"])  # NaN on one rank skips the update on every rank
+                norm = step_if_finite(self.optimizer, self.scheduler, params, loss, o.grad_clip)
                 if math.isfinite(norm):
                     grad_norms.append(norm)
                 else:
                     skipped += 1
         train_s = time.perf_counter() - t0
+        sums = all_reduce_sums(sums)
         updates = o.ppo_epochs * o.mini_batches
         tokens, selected = max(sums.pop("tokens"), 1.0), max(sums.pop("selected_tokens"), 1.0)
         m = {
@@ -386,25 +441,37 @@ class Trainer:
                 raise RlvrError(f"eval.best_metric '{name}' is not an evaluation metric; this run logs "
                                 f"{', '.join(sorted(metrics))}.")
             best = best_model_info(self.out)
-            if best is None or metrics[name] > best["value"]:
-                save_best_model(self.out, self.step, self.model, self.tokenizer, {"metric": name, "value": metrics[name]})
+            # Rank 0's verdict for all: another rank could read best.json after rank 0 has rewritten it.
+            if all_gather_objects(best is None or metrics[name] > best["value"])[0]:
+                model_state = self.parallel.model_state()
+                if is_main():
+                    save_best_model(self.out, self.step, self.model, self.tokenizer,
+                                    {"metric": name, "value": metrics[name]}, model_state)
+                barrier()
         return metrics
 
-    def save(self) -> Path:
-        state = {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
+    def save(self) -> Path | None:
+        """Write a checkpoint (rank 0 writes, every rank takes part in gathering the state); its path on rank 0."""
+        state = {"optimizer": self.parallel.optimizer_state(self.optimizer), "scheduler": self.scheduler.state_dict(),
                  "sampler": self.sampler.state_dict(),
                  "curriculum_stats": self.stats.state_dict(), "advantage_history": self.advantage_history,
                  "kl_control": self.kl_control.state_dict() if self.kl_control else None,
                  "nonfinite_streak": self.nonfinite.count,
                  "config": self.cfg.model_dump(mode="json")}
-        return save_checkpoint(self.out / "checkpoints", self.step, self.model, self.tokenizer, state,
-                               self.cfg.checkpoint.keep_last)
+        model_state = self.parallel.model_state()
+        path = None
+        if is_main():
+            path = save_checkpoint(self.out / "checkpoints", self.step, self.model, self.tokenizer, state,
+                                   self.cfg.checkpoint.keep_last, model_state=model_state)
+        barrier()
+        return path
 
     # ------------------------------------------------------------------ the loop
 
     def fit(self) -> dict[str, float]:
         cfg = self.cfg
-        logger = MetricsLogger(self.out, cfg.steps, self.step, cfg.tracking.console, cfg.tracking.tensorboard)
+        logger = (MetricsLogger(self.out, cfg.steps, self.step, cfg.tracking.console, cfg.tracking.tensorboard)
+                  if is_main() else QuietLogger())
         metrics: dict[str, float] = {}
         warned: set[str] = set()
         if self.skipped_rows:

@@ -31,6 +31,7 @@ class LossSetup:
     norm_constant: float
     micro_batch_size: int
     on_policy: bool  # old logprobs = current ones (ratio exactly 1)
+    before_backward: Callable[[bool], None] = lambda last: None  # told whether the mini-batch's last backward follows
 
 
 def accumulate_gradients(model, mini: RolloutBatch, setup: LossSetup) -> dict[str, float]:
@@ -42,8 +43,10 @@ def accumulate_gradients(model, mini: RolloutBatch, setup: LossSetup) -> dict[st
     agg = dict(mode=a.loss_aggregation, global_tokens=global_tokens, global_seqs=global_seqs,
                norm_constant=setup.norm_constant)
     sums: dict[str, float] = defaultdict(float)
-    for rows in torch.arange(len(mini)).split(setup.micro_batch_size):
-        mb = mini.select(rows)
+    device = next(model.parameters()).device
+    micro = torch.arange(len(mini)).split(setup.micro_batch_size)
+    for i, rows in enumerate(micro):
+        mb = mini.select(rows).to(device)
         mask, loss_mask = mb.completion_mask, mb.loss_mask
         logp, entropy = completion_logprobs(model, mb.input_ids, mb.attention_mask, mb.completion_width,
                                             setup.temperature, with_entropy=True, entropy_grad=a.entropy_coef > 0)
@@ -58,6 +61,7 @@ def accumulate_gradients(model, mini: RolloutBatch, setup: LossSetup) -> dict[st
             sums["kl_ref"] += float((kl.detach() * mask).sum())
         if a.entropy_coef > 0:
             loss = loss - a.entropy_coef * aggregate(entropy, loss_mask, **agg)
+        setup.before_backward(i == len(micro) - 1)
         loss.backward()
         sums["loss"] += loss.item()
         sums["tokens"] += float(mask.sum())
@@ -73,7 +77,8 @@ def step_if_finite(optimizer, scheduler, params: list[torch.Tensor], loss: float
     """Clip the gradients and take the optimizer and scheduler step, unless the loss or the gradient norm is
     NaN/inf: then the gradients are dropped and the weights stay as they were. Returns the gradient norm
     (NaN when the update was skipped)."""
-    norm = float(torch.nn.utils.clip_grad_norm_(params, grad_clip or float("inf")))
+    norm = torch.nn.utils.clip_grad_norm_(params, grad_clip or float("inf"))
+    norm = float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)  # a DTensor under FSDP2
     if not (math.isfinite(loss) and math.isfinite(norm)):
         optimizer.zero_grad(set_to_none=True)
         return float("nan")

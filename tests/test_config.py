@@ -43,3 +43,24 @@ def test_override_syntax_errors_are_clear():
         parse_override("optim.lr")
     with pytest.raises(ConfigError, match="Recipe file 'nope.yaml' does not exist"):
         load_config("nope.yaml")
+
+
+def test_ray_rewards_need_a_cluster_address():
+    with pytest.raises(ConfigError, match="cluster.ray_address"):
+        load_config(None, ["rewards.backend=ray"])
+    assert load_config(None, ["rewards.backend=ray", "cluster.ray_address=auto"]).cluster.ray_address == "auto"
+
+
+def test_without_ray_installed_asking_for_it_names_the_extra(monkeypatch):
+    import sys
+
+    from rlvr.errors import RlvrError
+    from rlvr.rewards.backends import make_reward_pool
+    from rlvr.rewards.pool import RewardPool
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
+    cfg = load_config(None, [])
+    assert isinstance(make_reward_pool(cfg.rewards, cfg.cluster), RewardPool)  # Ray is never imported unless asked
+    cfg = load_config(None, ["cluster.ray_address=auto"])
+    with pytest.raises(RlvrError, match=r"pip install 'rlvr\[ray\]'"):
+        make_reward_pool(cfg.rewards, cfg.cluster)

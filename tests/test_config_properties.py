@@ -23,11 +23,18 @@ NOT_TEXT = st.one_of(st.integers(), st.lists(st.integers(), min_size=1, max_size
 SECTION_LISTS = st.sampled_from([[], [7], ["text"], [{}], [{"bogus_key": 1}]])
 
 
+def section_type(ann) -> type[BaseModel] | None:
+    """The section class of a field (also of an optional section such as model.lora), else None."""
+    if typing.get_origin(ann) in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        ann = next((a for a in typing.get_args(ann) if a is not type(None)), None)
+    return ann if isinstance(ann, type) and issubclass(ann, BaseModel) else None
+
+
 def leaves(model: type[BaseModel] = RunConfig, prefix: tuple[str, ...] = ()):
     """(path, field) of every value in the schema; sections are recursed into."""
     for name, field in model.model_fields.items():
-        ann = field.annotation
-        if isinstance(ann, type) and issubclass(ann, BaseModel):
+        ann = section_type(field.annotation)
+        if ann is not None:
             yield from leaves(ann, (*prefix, name))
         else:
             yield (*prefix, name), field
@@ -36,8 +43,8 @@ def leaves(model: type[BaseModel] = RunConfig, prefix: tuple[str, ...] = ()):
 def sections(model: type[BaseModel] = RunConfig, prefix: tuple[str, ...] = ()):
     yield prefix
     for name, field in model.model_fields.items():
-        ann = field.annotation
-        if isinstance(ann, type) and issubclass(ann, BaseModel):
+        ann = section_type(field.annotation)
+        if ann is not None:
             yield from sections(ann, (*prefix, name))
 
 
@@ -99,7 +106,7 @@ def invalid_setting(draw) -> tuple[tuple[str, ...], Any, str]:
         section = draw(st.sampled_from(SECTIONS))
         model = RunConfig
         for part in section:
-            model = model.model_fields[part].annotation
+            model = section_type(model.model_fields[part].annotation)
         key = draw(WORDS.filter(lambda w: w not in model.model_fields))
         dotted = ".".join((*section, key))
         return (*section, key), draw(st.integers()), f"unknown key '{dotted}'"

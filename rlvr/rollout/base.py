@@ -10,8 +10,11 @@ top-k/top-p act as sampling heuristics that the importance ratio does not see (a
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Protocol
+
+import torch
 
 from rlvr.registry import Registry
 
@@ -39,12 +42,21 @@ class Completion:
 
 
 class RolloutEngine(Protocol):
-    def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[list[Completion]]:
-        """For each prompt, `params.n` completions."""
+    def generate(self, prompts: list[list[int]], params: SamplingParams,
+                 generators: list[torch.Generator] | None = None) -> list[list[Completion]]:
+        """For each prompt, `params.n` completions; with `generators` (one per prompt), prompt i's samples are drawn
+        from generators[i] alone, so they do not depend on which other prompts share the batch."""
         ...
 
 
 ENGINES: Registry[type] = Registry("rollout engine")
+
+
+def group_generator(device: torch.device, *key: object) -> torch.Generator:
+    """A generator seeded from `key` (e.g. seed, step, round, group index) by a stable hash: the same group gets the
+    same random stream in every process."""
+    digest = hashlib.blake2b("-".join(map(str, key)).encode(), digest_size=8).digest()
+    return torch.Generator(device).manual_seed(int.from_bytes(digest, "little") >> 1)
 
 
 def make_engine(name: str, model, tokenizer, batch_size: int) -> RolloutEngine:

@@ -3,6 +3,8 @@ DynamicCache. Each prompt is prefilled once and its cache shared by its n sample
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from transformers import DynamicCache
 
@@ -23,6 +25,15 @@ def filter_logits(logits: torch.Tensor, top_k: int, top_p: float) -> torch.Tenso
     return logits
 
 
+def sample_tokens(probs: torch.Tensor, n: int, generators: list[torch.Generator] | None) -> torch.Tensor:
+    """One token per row of `probs`; with `generators`, rows [i*n, (i+1)*n) (prompt i's samples) draw from
+    generators[i] only."""
+    if generators is None:
+        return torch.multinomial(probs, 1).squeeze(-1)
+    return torch.cat([torch.multinomial(probs[i * n : (i + 1) * n], 1, generator=g).squeeze(-1)
+                      for i, g in enumerate(generators)])
+
+
 def eos_ids(model, tokenizer) -> list[int]:
     ids = {tokenizer.eos_token_id}
     gen = getattr(model, "generation_config", None)
@@ -37,24 +48,30 @@ class HFRolloutEngine:
 
     def __init__(self, model, tokenizer, batch_size: int = 256):
         self.model, self.tokenizer, self.batch_size = model, tokenizer, batch_size
+        # Decides when a batch is done from this process's rows being done; under FSDP2 it is set to wait for
+        # every rank (each forward is a collective), see rlvr.distributed.all_ranks.
+        self.all_finished: Callable[[bool], bool] = bool
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.eos = torch.tensor(eos_ids(model, tokenizer))
 
-    def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[list[Completion]]:
+    def generate(self, prompts: list[list[int]], params: SamplingParams,
+                 generators: list[torch.Generator] | None = None) -> list[list[Completion]]:
         per_batch = max(1, self.batch_size // params.n)
         out: list[list[Completion]] = []
         was_training = self.model.training
         self.model.eval()
         try:
             for i in range(0, len(prompts), per_batch):
-                flat = self._generate_batch(prompts[i : i + per_batch], params)
+                flat = self._generate_batch(prompts[i : i + per_batch], params,
+                                            generators[i : i + per_batch] if generators is not None else None)
                 out.extend(flat[j : j + params.n] for j in range(0, len(flat), params.n))
         finally:
             self.model.train(was_training)
         return out
 
-    @torch.inference_mode()
-    def _generate_batch(self, prompts: list[list[int]], params: SamplingParams) -> list[Completion]:
+    @torch.no_grad()  # not inference_mode: inference tensors would end up in FSDP2's all-gather buffers
+    def _generate_batch(self, prompts: list[list[int]], params: SamplingParams,
+                        generators: list[torch.Generator] | None) -> list[Completion]:
         device = next(self.model.parameters()).device
         n, width = params.n, max(len(p) for p in prompts)
         ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
@@ -92,7 +109,7 @@ class HFRolloutEngine:
                 tok = sample_from.argmax(-1)
             else:
                 probs = filter_logits(sample_from, params.top_k, params.top_p).softmax(-1)
-                tok = torch.multinomial(probs, 1).squeeze(-1)
+                tok = sample_tokens(probs, n, generators)
             tok = torch.where(finished, torch.full_like(tok, self.pad_id), tok)
             tokens.append(tok)
             logps.append(logp_all.gather(-1, tok[:, None]).squeeze(-1))
@@ -103,7 +120,7 @@ class HFRolloutEngine:
                 done |= self._stop_reached(tokens, finished, params.stop)
             lengths = torch.where(done & ~finished, step + 1, lengths)
             finished = done
-            if bool(finished.all()) or step == params.max_new_tokens - 1:
+            if self.all_finished(bool(finished.all())) or step == params.max_new_tokens - 1:
                 break
             logits = self.model(
                 input_ids=tok[:, None], attention_mask=mask[:, : width + step + 1], position_ids=next_pos[:, None], past_key_values=cache,

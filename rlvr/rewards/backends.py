@@ -1,0 +1,16 @@
+"""Which reward pool a run scores in: local worker processes, or Ray tasks over a cluster."""
+
+from __future__ import annotations
+
+from rlvr.config import ClusterConfig, RewardsConfig
+from rlvr.rewards.pool import RewardPool
+
+
+def make_reward_pool(rewards: RewardsConfig, cluster: ClusterConfig):
+    """rewards.backend: 'local' -> RewardPool; 'ray' -> RayRewardPool; 'auto' -> ray when cluster.ray_address is set."""
+    backend = rewards.backend if rewards.backend != "auto" else ("ray" if cluster.ray_address else "local")
+    if backend == "ray":
+        from rlvr.rewards.ray_pool import RayRewardPool
+
+        return RayRewardPool(cluster, rewards.timeout_s)
+    return RewardPool(rewards.num_workers, rewards.timeout_s, max_memory_mb=rewards.worker_max_memory_mb)
