@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import random
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -43,16 +43,20 @@ class PromptSampler(ABC):
 
     def next_batch(self, n: int, admit: Admit | None = None) -> list[Draw]:
         out, self.skipped = [], 0
-        while len(out) < n:
-            draw = self._draw()
+        if n <= 0:
+            return out
+        for draw in self._candidates():
             if admit is not None and self.skipped < MAX_SKIPS_PER_PROMPT * n and not admit(*draw):
                 self.skipped += 1
                 continue
             out.append(draw)
+            if len(out) == n:  # stop before drawing more: a resumed sampler must be exactly where this one is
+                break
         return out
 
-    def _draw(self) -> Draw:
-        raise NotImplementedError(f"{type(self).__name__} draws whole batches")
+    @abstractmethod
+    def _candidates(self) -> Iterator[Draw]:
+        """Prompts in the order this sampler offers them, drawn lazily (only those taken or turned down count)."""
 
     def observe(self, groups: list[GroupOutcome]) -> None:  # noqa: B027 (an optional hook)
         """Feedback after a step (the shared stats already include it)."""
@@ -98,9 +102,10 @@ class MixtureSampler(PromptSampler):
         self.cursors = SourceCursors(tasks, seed)
         self._rng = random.Random(f"mixture-{seed}")
 
-    def _draw(self) -> Draw:
-        source = 0 if len(self.tasks) == 1 else self._rng.choices(range(len(self.tasks)), self.weights)[0]
-        return source, self.cursors.next(source)
+    def _candidates(self) -> Iterator[Draw]:
+        while True:
+            source = 0 if len(self.tasks) == 1 else self._rng.choices(range(len(self.tasks)), self.weights)[0]
+            yield source, self.cursors.next(source)
 
     def state_dict(self) -> dict[str, Any]:
         return {"positions": list(self.cursors.positions), "rng": self._rng.getstate()}
@@ -123,19 +128,19 @@ class UniformEpochSampler(PromptSampler):
         self.position = 0
         self._epoch: tuple[int, list[int]] | None = None
 
-    def _draw(self) -> Draw:
+    def _candidates(self) -> Iterator[Draw]:
         total = sum(self.sizes)
-        epoch, offset = divmod(self.position, total)
-        self.position += 1
-        if self._epoch is None or self._epoch[0] != epoch:
-            self._epoch = (epoch, epoch_order(total, "uniform", self.seed, epoch))
-        flat = self._epoch[1][offset]
-        source = 0
-        while flat >= self.sizes[source]:
-            flat -= self.sizes[source]
-            source += 1
-        index = epoch * self.sizes[source] + flat if self.procedural[source] else flat
-        return source, self.tasks[source].problem("train", index)
+        while True:
+            epoch, offset = divmod(self.position, total)
+            self.position += 1
+            if self._epoch is None or self._epoch[0] != epoch:
+                self._epoch = (epoch, epoch_order(total, "uniform", self.seed, epoch))
+            flat, source = self._epoch[1][offset], 0
+            while flat >= self.sizes[source]:
+                flat -= self.sizes[source]
+                source += 1
+            index = epoch * self.sizes[source] + flat if self.procedural[source] else flat
+            yield source, self.tasks[source].problem("train", index)
 
     def state_dict(self) -> dict[str, Any]:
         return {"position": self.position}
@@ -148,7 +153,8 @@ class UniformEpochSampler(PromptSampler):
 class UCBSourceSampler(MixtureSampler):
     """DUMP (Wang et al. 2025): sources scheduled by UCB on their recent mean |advantage|.
 
-    "Automated Distribution-Level Curriculum Learning for RL-based LLM Post-training": a source's learnability is the mean |advantage| of its recent trained groups (the last
+    "Automated Distribution-Level Curriculum Learning for RL-based LLM Post-training": a source's
+    learnability is the mean |advantage| of its recent trained groups (the last
     `data.stats_window` groups), and sources are scheduled by UCB:
         score_j = mean|A|_j + c * sqrt(ln N / n_j)
     with n_j the prompts drawn from source j and N over all sources; a source never drawn scores +inf. Each
@@ -198,8 +204,9 @@ class UCBSourceSampler(MixtureSampler):
 class MoPPSSampler(PromptSampler):
     """MoPPS (Qu et al. 2025): Thompson sampling of per-prompt Beta pass-rate posteriors toward a target.
 
-    "Can Prompt Difficulty be Online Predicted for Accelerating RL Finetuning of Reasoning Models?": each candidate prompt's pass rate has a Beta posterior, updated from every group
-    generated for it with forgetting factor `decay` (lambda):
+    "Can Prompt Difficulty be Online Predicted for Accelerating RL Finetuning of Reasoning Models?": each
+    candidate prompt's pass rate has a Beta posterior, updated from every group generated for it with forgetting
+    factor `decay` (lambda):
         alpha <- lambda * alpha + (1 - lambda) * alpha_0 + successes
         beta  <- lambda * beta  + (1 - lambda) * beta_0  + failures
     A step samples theta ~ Beta(alpha, beta) for every candidate (Thompson sampling) and takes the n prompts
@@ -221,20 +228,12 @@ class MoPPSSampler(PromptSampler):
         self.beta = np.full(len(self.candidates), prior_beta)
         self._rng = np.random.Generator(np.random.PCG64(seed))
 
-    def next_batch(self, n: int, admit: Admit | None = None) -> list[Draw]:
+    def _candidates(self) -> Iterator[Draw]:
         theta = self._rng.beta(self.alpha, self.beta)
-        ranked = np.argsort(np.abs(theta - self.target), kind="stable")
-        out, self.skipped = [], 0
-        for i in ranked:
-            if len(out) == n:
-                break
-            if admit is not None and self.skipped < MAX_SKIPS_PER_PROMPT * n and not admit(*self.candidates[i]):
-                self.skipped += 1
-                continue
-            out.append(self.candidates[i])
-        return out
+        for i in np.argsort(np.abs(theta - self.target), kind="stable"):
+            yield self.candidates[i]
 
-    def observe(self, groups: list[GroupOutcome]) -> None:  # noqa: B027 (an optional hook)
+    def observe(self, groups: list[GroupOutcome]) -> None:
         lam, (a0, b0) = self.decay, self.prior
         for g in groups:
             i = self.index.get(g.key)

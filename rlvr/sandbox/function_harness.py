@@ -1,9 +1,9 @@
 """Runs inside the sandbox (stdlib only): the untrusted program in a forked child process, its assert-style tests
 in this process; the verdict is this process's exit status (0 only when every test ran and passed).
 
-Reads one JSON object from stdin: program, tests, entry_point, prelude (trusted helpers) and calls_check. The tests call a proxy of the function
-under test that sends the arguments to the child and gets the result back as plain data (numbers, str, bytes,
-None and lists/tuples/sets/dicts of them) in a tagged JSON encoding, so no object of the program's (say, one
+Reads one JSON object from stdin: program, tests, entry_point, prelude (trusted helpers) and calls_check.
+The tests call a proxy of the function under test that sends the arguments to the child and gets the result back
+as plain data (numbers, str, bytes, None and lists/tuples/sets/dicts of them) in a tagged JSON encoding, so no object of the program's (say, one
 whose __eq__ is always true) ever reaches the tests. The program cannot reach the tests either: they live in
 another process, made non-dumpable before the fork, so the child can neither ptrace it nor open its
 /proc/<pid>/mem or fds. Whatever the program does (exit 0, patch builtins, rewrite frames of its own process),
