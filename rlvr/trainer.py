@@ -37,6 +37,7 @@ from rlvr.checkpoint import (
     set_rng_state,
     write_dir_atomically,
 )
+from rlvr.collect import Group, StepCollector
 from rlvr.config import RunConfig, dump_config
 from rlvr.curriculum import CurriculumStats, GroupOutcome, make_filter, make_sampler, prompt_key
 from rlvr.distributed import (
@@ -59,8 +60,8 @@ from rlvr.parallel import make_parallel, start_processes
 from rlvr.prompts import PromptEncoder, prompt_token_limit
 from rlvr.resources import checkpoint_bytes, ensure_disk_space, ensure_writable_dir
 from rlvr.rewards.backends import make_reward_pool
-from rlvr.rewards.composite import RewardComposer, Scored, completion_fields
-from rlvr.rollout import SamplingParams, group_generator, make_engine
+from rlvr.rewards.composite import RewardComposer, Scored
+from rlvr.rollout import SamplingParams, make_engine
 from rlvr.tasks import make_tasks
 from rlvr.tracking import MetricsLogger, QuietLogger
 from rlvr.update import LossSetup, NonFiniteStreak, accumulate_gradients, step_if_finite
@@ -165,6 +166,10 @@ class Trainer:
         self.filter = make_filter(d.filter.name, d.filter.args)
         self.pool = make_reward_pool(cfg.rewards, cfg.cluster)
         self.composer = RewardComposer(cfg.rewards.functions, self.pool)
+        self.collector = StepCollector(
+            self.engine, self.encode, self.tasks, self.sampler, self.filter, self.stats, self.composer, self.params,
+            prompts_per_step=d.prompts_per_step, max_rounds=d.max_sampling_rounds, seed=cfg.seed,
+            seed_per_group=self.seed_per_group, device=lambda: next(self.model.parameters()).device)
         self.advantage_history: dict = {}
         self.nonfinite = NonFiniteStreak(o.max_nonfinite_steps)
         self.step = 0
@@ -217,65 +222,22 @@ class Trainer:
 
     # ------------------------------------------------------------------ rollout
 
-    def _generate_round(self, count: int, round_index: int):
-        """Draw `count` prompts the filter admits, sample their groups, score every sample. Every rank draws the
-        same prompts; each generates and scores its own block of groups, and every rank gets them all back."""
-        drawn = self.sampler.next_batch(count, lambda t, p: self.filter.admit(self.stats, prompt_key(self.tasks[t], p)))
-        self.stats.record_draws([t for t, _ in drawn])
-        prompts = [self.encode(p.prompt, where=f"task {self.tasks[t].label}, problem {p.uid}") for t, p in drawn]
-        mine = shard(len(drawn))
-        generators = None
-        if self.seed_per_group:
-            device = next(self.model.parameters()).device
-            generators = [group_generator(device, self.cfg.seed, self.step, round_index, g) for g in mine]
-        groups = self.engine.generate([prompts[g] for g in mine], self.params, generators)
-        samples = [(self.tasks[t], p, c.text, completion_fields(c, self.params.max_new_tokens))
-                   for (t, p), group in zip(drawn[mine.start : mine.stop], groups) for c in group]
-        parts = all_gather_objects((groups, self.composer.score(samples)))
-        return drawn, prompts, [g for part, _ in parts for g in part], Scored.concat([s for _, s in parts])
-
     def rollout(self) -> tuple[RolloutBatch, dict[str, float]]:
-        """One step's samples. A filter that regenerates (DAPO dynamic sampling, the pass-rate band) sets aside
-        the groups it rejects, and further rounds are generated until the step has prompts_per_step kept groups
-        or the round limit is hit; a step still short is topped up with set-aside groups and says so in
-        sampling/filled_frac. Every generated group then feeds the curriculum statistics."""
-        d, n = self.cfg.data, self.params.n
-        t0 = time.perf_counter()
-        kept, rejected = [], []  # (drawn item, prompt ids, completions, round scores, rows)
-        all_scores: list[Scored] = []
-        rounds, gen_tokens, skipped = 0, 0, 0
-        while len(kept) < d.prompts_per_step and rounds < (d.max_sampling_rounds if self.filter.regenerates else 1):
-            drawn, prompts, groups, scored = self._generate_round(d.prompts_per_step, rounds)
-            rounds += 1
-            skipped += self.sampler.skipped
-            gen_tokens += sum(len(c.token_ids) for group in groups for c in group)
-            all_scores.append(scored)
-            for g, item in enumerate(drawn):
-                rows = list(range(g * n, (g + 1) * n))
-                group = (item, prompts[g], groups[g], scored, rows)
-                (kept if self.filter.keep(scored.total[rows], scored.correct[rows]) else rejected).append(group)
-        gen_s = time.perf_counter() - t0
-        trained = (kept + rejected)[: d.prompts_per_step]
-        generated = Scored.concat(all_scores)
-        self.last_reward_errors = generated.first_errors  # the loop warns once per failing reward
-        meta = [{"task": t, "uid": p.uid} for (t, p), *_ in trained]
-        batch = RolloutBatch.from_completions([k[1] for k in trained], [k[2] for k in trained],
+        """One step's samples as a batch with advantages; every generated group feeds the curriculum statistics."""
+        step = self.collector.collect(self.step)
+        self.last_reward_errors = step.scored.first_errors  # the loop warns once per failing reward
+        trained = step.trained
+        meta = [{"task": g.source, "uid": g.problem.uid} for g in trained]
+        batch = RolloutBatch.from_completions([g.prompt_ids for g in trained], [g.completions for g in trained],
                                               self.tokenizer.pad_token_id, meta)
-        scored = Scored.concat([k[3].select(k[4]) for k in trained])
-        batch.scores = scored.total.float()
+        batch.scores = torch.cat([g.scored.total for g in trained]).float()
         self._advantages(batch)
-        outcomes = self._observe(kept + rejected, trained, batch)
-        metrics = self._rollout_metrics(batch, generated, outcomes)
-        metrics["perf/gen_tokens_per_s"] = gen_tokens / max(gen_s, 1e-9)
-        metrics["perf/gen_s"] = gen_s
-        if d.filter.name != "none":
-            metrics["sampling/rounds"] = rounds
-            metrics["sampling/wasted_frac"] = 1 - len(batch) / len(generated.total)
-            metrics["sampling/filled_frac"] = min(len(kept), d.prompts_per_step) / d.prompts_per_step
-            metrics["sampling/skipped_prompts"] = skipped
+        outcomes = self._observe(step.generated, trained, batch)
+        metrics = self._rollout_metrics(batch, step.scored, outcomes)
+        metrics.update(step.metrics)
         return batch, metrics
 
-    def _observe(self, generated: list, trained: list, batch: RolloutBatch) -> list[GroupOutcome]:
+    def _observe(self, generated: list[Group], trained: list[Group], batch: RolloutBatch) -> list[GroupOutcome]:
         """Hand every generated group to the curriculum statistics and the sampler; trained groups with the mean
         |advantage| of their samples (token advantages averaged over each completion)."""
         mask = batch.completion_mask
@@ -284,11 +246,10 @@ class Trainer:
         trained_ids = {id(group): g for g, group in enumerate(trained)}
         outcomes = []
         for group in generated:
-            (t, problem), _, _, scored, rows = group
             g = trained_ids.get(id(group))
             outcomes.append(GroupOutcome(
-                t, prompt_key(self.tasks[t], problem), [bool(c) for c in scored.correct[rows]],
-                float(scored.total[rows].mean()),
+                group.source, prompt_key(self.tasks[group.source], group.problem),
+                [bool(c) for c in group.scored.correct], float(group.scored.total.mean()),
                 None if g is None else float(per_sample[g * n : (g + 1) * n].mean())))
         self.stats.record(self.step, outcomes)
         self.sampler.observe(outcomes)

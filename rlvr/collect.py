@@ -1,0 +1,97 @@
+"""Collecting one step's groups: draw prompts the filter admits, generate their samples, score them, and keep the
+groups the filter accepts, in as many generation rounds as the filter needs. The trainer makes one call,
+`StepCollector.collect(step)`, and never sees how the groups were made."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from rlvr.curriculum import CurriculumStats, GroupFilter, PromptSampler, prompt_key
+from rlvr.distributed import all_gather_objects, shard
+from rlvr.prompts import PromptEncoder
+from rlvr.rewards.composite import RewardComposer, Scored, completion_fields
+from rlvr.rollout import Completion, RolloutEngine, SamplingParams, group_generator
+from rlvr.tasks import Problem, Task
+
+
+@dataclass
+class Group:
+    """The `n` samples of one prompt, scored."""
+
+    source: int  # index of the task in data.tasks
+    problem: Problem
+    prompt_ids: list[int]
+    completions: list[Completion]
+    scored: Scored  # this group's samples only (failure counts: those of its whole round)
+
+
+@dataclass
+class CollectedStep:
+    trained: list[Group]  # prompts_per_step groups, in order
+    generated: list[Group]  # every group generated this step (trained ones included)
+    scored: Scored  # every generated sample, with the rounds' failure counts and first errors
+    metrics: dict[str, float]
+
+
+class StepCollector:
+    """Synchronous collection: generate a round, score it, filter; regenerate while the filter wants more.
+
+    A filter that regenerates (DAPO dynamic sampling, the pass-rate band) sets aside the groups it rejects, and
+    further rounds are generated until the step has `prompts_per_step` kept groups or `max_rounds` is hit; a step
+    still short is topped up with set-aside groups and says so in sampling/filled_frac."""
+
+    def __init__(self, engine: RolloutEngine, encode: PromptEncoder, tasks: list[Task], sampler: PromptSampler,
+                 group_filter: GroupFilter, stats: CurriculumStats, composer: RewardComposer, params: SamplingParams,
+                 *, prompts_per_step: int, max_rounds: int, seed: int, seed_per_group: bool, device):
+        self.engine, self.encode, self.tasks, self.sampler = engine, encode, tasks, sampler
+        self.filter, self.stats, self.composer, self.params = group_filter, stats, composer, params
+        self.prompts_per_step, self.max_rounds, self.seed = prompts_per_step, max_rounds, seed
+        self.seed_per_group, self.device = seed_per_group, device
+
+    def _round(self, step: int, round_index: int) -> tuple[list[Group], Scored]:
+        """Draw `prompts_per_step` prompts the filter admits, sample their groups, score every sample. Every rank
+        draws the same prompts; each generates and scores its own block of groups, and every rank gets them all."""
+        drawn = self.sampler.next_batch(self.prompts_per_step,
+                                        lambda t, p: self.filter.admit(self.stats, prompt_key(self.tasks[t], p)))
+        self.stats.record_draws([t for t, _ in drawn])
+        prompts = [self.encode(p.prompt, where=f"task {self.tasks[t].label}, problem {p.uid}") for t, p in drawn]
+        mine = shard(len(drawn))
+        generators = None
+        if self.seed_per_group:
+            generators = [group_generator(self.device(), self.seed, step, round_index, g) for g in mine]
+        completions = self.engine.generate([prompts[g] for g in mine], self.params, generators)
+        samples = [(self.tasks[t], p, c.text, completion_fields(c, self.params.max_new_tokens))
+                   for (t, p), group in zip(drawn[mine.start : mine.stop], completions) for c in group]
+        parts = all_gather_objects((completions, self.composer.score(samples)))
+        completions = [g for part, _ in parts for g in part]
+        scored = Scored.concat([s for _, s in parts])
+        n = self.params.n
+        groups = [Group(t, p, prompts[g], completions[g], scored.select(list(range(g * n, (g + 1) * n))))
+                  for g, (t, p) in enumerate(drawn)]
+        return groups, scored
+
+    def collect(self, step: int) -> CollectedStep:
+        t0 = time.perf_counter()
+        kept: list[Group] = []
+        rejected: list[Group] = []
+        rounds_scored: list[Scored] = []
+        rounds, gen_tokens, skipped = 0, 0, 0
+        while len(kept) < self.prompts_per_step and rounds < (self.max_rounds if self.filter.regenerates else 1):
+            groups, scored = self._round(step, rounds)
+            rounds += 1
+            skipped += self.sampler.skipped
+            rounds_scored.append(scored)
+            for group in groups:
+                gen_tokens += sum(len(c.token_ids) for c in group.completions)
+                (kept if self.filter.keep(group.scored.total, group.scored.correct) else rejected).append(group)
+        gen_s = time.perf_counter() - t0
+        generated = Scored.concat(rounds_scored)
+        metrics = {"perf/gen_tokens_per_s": gen_tokens / max(gen_s, 1e-9), "perf/gen_s": gen_s}
+        trained = (kept + rejected)[: self.prompts_per_step]
+        if self.filter.regenerates:
+            metrics["sampling/rounds"] = rounds
+            metrics["sampling/wasted_frac"] = 1 - len(trained) * self.params.n / len(generated.total)
+            metrics["sampling/filled_frac"] = min(len(kept), self.prompts_per_step) / self.prompts_per_step
+            metrics["sampling/skipped_prompts"] = skipped
+        return CollectedStep(trained, kept + rejected, generated, metrics)
