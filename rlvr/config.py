@@ -251,6 +251,17 @@ class RewardsConfig(Section):
         return self
 
 
+class SandboxConfig(Section):
+    """Isolation of untrusted code, such as the programs code tasks run (docs/sandbox.md)."""
+
+    isolation: Literal["bwrap", "unshare", "landlock"] = Field(
+        "bwrap", description="The weakest isolation untrusted code may run under; without it a run that scores code "
+        "is refused at start-up. 'bwrap' (bubblewrap, the default), or an explicit opt-in to 'unshare' (namespaces "
+        "without bubblewrap) or 'landlock' (no namespaces: Landlock file rules); docs/sandbox.md says what each "
+        "gives up."
+    )
+
+
 class DistributedConfig(Section):
     """Data-parallel training under torchrun (docs/scaling.md)."""
 
@@ -345,6 +356,7 @@ class RunConfig(Section):
     sft: SFTConfig = SFTConfig()
     distributed: DistributedConfig = DistributedConfig()
     cluster: ClusterConfig = ClusterConfig()
+    sandbox: SandboxConfig = SandboxConfig()
 
     @model_validator(mode="after")
     def _preset_features(self) -> RunConfig:

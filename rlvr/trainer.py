@@ -61,6 +61,7 @@ from rlvr.resources import checkpoint_bytes, ensure_disk_space, ensure_writable_
 from rlvr.rewards.backends import make_reward_pool
 from rlvr.rewards.composite import RewardComposer, Scored, completion_fields
 from rlvr.rollout import SamplingParams, group_generator, make_engine
+from rlvr.sandbox.policy import prepare_sandbox
 from rlvr.tasks import make_tasks
 from rlvr.tracking import MetricsLogger, QuietLogger
 from rlvr.update import LossSetup, NonFiniteStreak, accumulate_gradients, step_if_finite
@@ -123,6 +124,7 @@ class Trainer:
         a = cfg.algorithm
         ADVANTAGES.get(a.advantage)  # fail early on unknown names
         self.tasks = make_tasks(cfg.data.tasks, cfg.seed, cfg.data.bad_rows)
+        prepare_sandbox(cfg.sandbox.isolation, self.tasks)
 
         self.initial_model = self._initial_model_dir()
         source = str(resume_path) if resume_path else self.initial_model
