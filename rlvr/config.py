@@ -236,6 +236,12 @@ class RewardsConfig(Section):
     num_workers: int = Field(2, ge=1)
     worker_max_memory_mb: int = Field(4096, ge=64, description="A worker whose resident memory grows past this "
                                       "(a leaking reward) is replaced between items.")
+    max_failure_rate: float = Field(
+        0.1, ge=0, le=1, description="Stop the run when a reward fails (raises, returns NaN/inf/None/non-numbers, "
+        "times out, crashes) on more than this fraction of its last failure_window samples, or on every sample "
+        "of a step; failed samples score 0 until then. 1: never stop."
+    )
+    failure_window: int = Field(256, ge=1, description="Samples over which max_failure_rate is judged.")
     backend: Literal["auto", "local", "ray"] = Field(
         "auto", description="Where rewards are scored: 'local' worker processes, or 'ray' tasks spread over a Ray "
         "cluster's CPUs (needs cluster.ray_address); auto: ray when cluster.ray_address is set."

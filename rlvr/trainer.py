@@ -60,6 +60,8 @@ from rlvr.prompts import PromptEncoder, prompt_token_limit
 from rlvr.resources import checkpoint_bytes, ensure_disk_space, ensure_writable_dir
 from rlvr.rewards.backends import make_reward_pool
 from rlvr.rewards.composite import RewardComposer, Scored, completion_fields
+from rlvr.rewards.failures import FailureBudget
+from rlvr.rewards.loading import check_reward_functions
 from rlvr.rollout import SamplingParams, group_generator, make_engine
 from rlvr.sandbox.policy import prepare_sandbox
 from rlvr.tasks import make_tasks
@@ -125,6 +127,8 @@ class Trainer:
         ADVANTAGES.get(a.advantage)  # fail early on unknown names
         self.tasks = make_tasks(cfg.data.tasks, cfg.seed, cfg.data.bad_rows)
         prepare_sandbox(cfg.sandbox.isolation, self.tasks)
+        check_reward_functions(cfg.rewards.functions, self.tasks)
+        self.failures = FailureBudget(cfg.rewards.max_failure_rate, cfg.rewards.failure_window)
 
         self.initial_model = self._initial_model_dir()
         source = str(resume_path) if resume_path else self.initial_model
@@ -260,6 +264,7 @@ class Trainer:
         trained = (kept + rejected)[: d.prompts_per_step]
         generated = Scored.concat(all_scores)
         self.last_reward_errors = generated.first_errors  # the loop warns once per failing reward
+        self.failures.record(len(generated.total), generated.failures, generated.first_errors)
         meta = [{"task": t, "uid": p.uid} for (t, p), *_ in trained]
         batch = RolloutBatch.from_completions([k[1] for k in trained], [k[2] for k in trained],
                                               self.tokenizer.pad_token_id, meta)
@@ -506,5 +511,7 @@ class Trainer:
         finally:
             logger.close()
             self.pool.close()
+        if is_main():
+            print(self.failures.summary(), file=sys.stderr)
         return metrics
 
