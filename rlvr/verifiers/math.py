@@ -46,7 +46,7 @@ DELIMITED = re.compile(r"\$|\\\(|\\\[|\\boxed|\\fbox")
 # A number as math-verify's plain-text extraction reads it (thousands separators, decimal point or comma, percent).
 PLAIN_NUMBER = re.compile(r"-?(?:\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:[.,]\d+)?|\.\d+)\s*%?")
 WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{3,}")
-TEXT_ARGUMENT = re.compile(r"\\(?:text|mbox|mathrm|textbf|operatorname)\s*\{[^{}]*\}")
+TEXT_ARGUMENT = re.compile(r"\\(?:text|mbox|mathrm|textbf|operatorname|begin|end)\s*\{[^{}]*\}")
 
 
 def _is_bare_math(text: str) -> bool:
@@ -86,8 +86,9 @@ def judge(text: str, gold: str, found: tuple) -> bool:
     parsed_gold = parse_math(gold)
     if rules.is_text_answer(gold):  # a word answer or a choice letter
         return rules.text_answers_match(text, gold)
-    if rules.hedged(text) and not rules.has_several_values(gold, parsed_gold):
-        return False
+    offered = rules.alternatives(text)
+    if offered and not rules.has_several_values(gold, parsed_gold):  # a hedge: every alternative must be right
+        return all(_math_verify_says(parsed_gold, parse_math(answer.strip("$"))) for answer in offered)
     if rules.units_conflict(text, gold):
         return False
     if rules.scaled_number(text):

@@ -1,9 +1,12 @@
 """What rlvr adds to math-verify's verdict, each rule backed by labelled rows of data/math_audit.jsonl (their
 `class` is named in each docstring):
 
-- a hedged answer ("3 or 4", `\\boxed{1} or \\boxed{2}`) never matches a single-valued gold (class `hedging`);
+- a hedged answer ("3 or 4", `\\boxed{1} or \\boxed{2}`) matches a single-valued gold only if every alternative
+  does (class `hedging`);
+- the last stated answer wins: boxes of earlier sentences do not join the final one (class `last_answer`);
 - two different known units never match (`5 m` against `5 cm`; class `units`);
 - word answers and choice letters compare as text (`Tuesday`, `(C)`; classes `text`, `choice`);
+- a number with a magnitude word is scaled (`5 thousand`; class `number_words`);
 - when math-verify says no, the stated answer is retried in a normalized form (rlvr/verifiers/normalize.py:
   percentages, degrees, scientific and mixed-number notation, number words, `\\dfrac`, unicode; classes
   `percent`, `degrees`, `scientific`, `mixed_number`, `number`, `dfrac`).
@@ -30,13 +33,14 @@ ANGLE_IN_DEGREES = re.compile(r"(\d+(?:\.\d+)?)\s*\^\s*\{?\s*\\circ\s*\}?")
 # One answer a hedge offers: $...$, a box, a number (maybe as `x = 3`), a choice letter.
 ATOM = r"(?:\$[^$]+\$|\\(?:boxed|fbox)\{[^{}]*\}|(?:[a-z]\s*=\s*)?-?\d+(?:\.\d+)?(?:/\d+)?|\([A-E]\))"
 OR_WORD = r"(?:\\text\{\s*or\s*\}|\bor\b(?:\s+(?:maybe|possibly|perhaps))?|\\quad\s*or)"
-HEDGE = re.compile(rf"{ATOM}\s*,?\s*{OR_WORD}\s*(?:\\quad\s*)?{ATOM}", re.IGNORECASE)
+HEDGE = re.compile(rf"{ATOM}(?:\s*,?\s*{OR_WORD}\s*(?:\\quad\s*)?{ATOM})+", re.IGNORECASE)
 SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z\\$])|\n+")
 ANCHORED = re.compile(r"\\boxed|\\fbox|answer|(?<!\\)\$", re.IGNORECASE)  # a box, an answer line, math in prose
 BOX = re.compile(r"\\(?:boxed|fbox)\s*\{")
 SENTENCE_END = re.compile(r"[.!?](?:\s|$)|\n")
 LATER_ANSWER = re.compile(r"\banswer\s*(?:is|:)\s*(?:\$|\\\(|-?\d)", re.IGNORECASE)
-SEVERAL_IN_TEXT = re.compile(r"\\pm|\bor\b|\band\b|,|;|\\cup")
+LOWER_CHOICE = re.compile(r"\(?([a-e])\)?\.?")  # '(b)' answering choice B
+SEVERAL_IN_TEXT = re.compile(r"\\pm|\bor\b|\band\b|,(?!\d{3}\b)|;|\\cup")  # not a thousands separator
 
 
 def final_statement(text: str) -> str:
@@ -89,10 +93,11 @@ def last_statement_only(text: str) -> str:
     return text
 
 
-def hedged(text: str) -> bool:
-    """Whether the final statement offers alternatives for the answer ("the answer is 3 or 4",
-    `\\boxed{1} or \\boxed{2}`, `x = 2 or x = 5`). Class `hedging`."""
-    return bool(HEDGE.search(final_statement(text)))
+def alternatives(text: str) -> list[str]:
+    """The answers a final statement offers as alternatives ("the answer is 3 or 4", `\\boxed{1} or \\boxed{2}`,
+    `x = 2 or x = 5`); [] when it offers one. Class `hedging`."""
+    hedge = HEDGE.search(final_statement(text))
+    return re.findall(ATOM, hedge.group(), re.IGNORECASE) if hedge else []
 
 
 def has_several_values(gold: str, parsed_gold: tuple) -> bool:
@@ -144,7 +149,8 @@ def text_answers_match(text: str, gold: str) -> bool:
     written = _written_answer(text)
     cand = normalize_answer(written).text
     if len(ref) == 1:
-        return cand == ref or leading_choice(written) == ref
+        lower_case = LOWER_CHOICE.fullmatch(written.strip().strip("$").strip())
+        return cand == ref or leading_choice(written) == ref or bool(lower_case and lower_case[1].upper() == ref)
     return cand == ref
 
 
