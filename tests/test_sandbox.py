@@ -110,7 +110,8 @@ def sandbox_processes() -> list[int]:
 
 
 def leftover_dirs() -> set[str]:
-    return {n for n in os.listdir(tempfile.gettempdir()) if n.startswith("rlvr-sandbox-")}
+    """This process's sandbox directories (other processes on the machine may be running sandboxes too)."""
+    return {n for n in os.listdir(tempfile.gettempdir()) if n.startswith(f"rlvr-sandbox-{os.getpid()}-")}
 
 
 @pytest.fixture(autouse=True)

@@ -85,7 +85,7 @@ def run_python(code: str, stdin: str = "", limits: Limits = Limits(), isolation:
 
 def _run(code: str, stdin: str, limits: Limits, level: str) -> RunResult:
     uid = throwaway_uid(level)
-    host_dir = tempfile.mkdtemp(prefix="rlvr-sandbox-")
+    host_dir = tempfile.mkdtemp(prefix=f"rlvr-sandbox-{os.getpid()}-")  # the pid: whose run left it, if one did
     ruleset = None
     try:
         script = os.path.join(host_dir, "main.py")
