@@ -168,6 +168,13 @@ def test_fallback_and_hedging_traps_never_score(gold, prediction):
     assert math_score("", prediction, gold) == 0.0
 
 
+def test_a_gold_solution_boxing_several_answers_keeps_them_all():
+    solution = r"Both pairs work: \boxed{(2, 2)} \quad \text{and} \quad \boxed{(6, 2)}."
+    assert math_score("", r"The pairs are $(6,2)$ and $(2,2)$.", solution) == 1.0
+    assert math_score("", r"\boxed{(6, 2)}", solution) == 0.0  # half of the answer
+    assert math_score("", r"\boxed{3}", r"First \boxed{2}. Then, correcting the count: \boxed{3}.") == 1.0
+
+
 def test_alternatives_are_the_answer_when_the_gold_has_several_values():
     assert answers_match("$x = 2$ or $x = 5$", r"\{2, 5\}")
     assert answers_match(r"\boxed{-2} or \boxed{2}", r"\pm 2")

@@ -13,6 +13,7 @@ ANSWER_MARKERS = (
     re.compile(r"####[ \t]*(\S[^\n]*)"),
 )
 SENTENCE_END = re.compile(r"\.(?:\s|$)|,\s+(?:which|because|since|so|as|that|where|and\s+this)\b", re.IGNORECASE)
+BRACE_OR_ESCAPE = re.compile(r"\\.|[{}]", re.DOTALL)
 # A number standing on its own: after a space, '=' or '$' and before a space, '$' or the end of a sentence, never
 # a digit inside an expression (the 2 of \frac{1+\sqrt{5}}{2}, the 1 of [0,1), the 4 of 2^{4}).
 NUMBER = re.compile(r"(?<![^\s=$])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:\s*/\s*\d+)?(?=[\s$]|[.,;:!?](?:\s|$)|$)")
@@ -20,17 +21,13 @@ NUMBER = re.compile(r"(?<![^\s=$])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:\s*/\
 
 def closing_braces(text: str) -> dict[int, int]:
     """Position of each '{' -> position of its matching '}' (escaped \\{ and \\} skipped), in one pass."""
-    closing, stack, i = {}, [], 0
-    while i < len(text):
-        char = text[i]
-        if char == "\\":
-            i += 2
-            continue
+    closing, stack = {}, []
+    for match in BRACE_OR_ESCAPE.finditer(text):
+        char = match.group()
         if char == "{":
-            stack.append(i)
+            stack.append(match.start())
         elif char == "}" and stack:
-            closing[stack.pop()] = i
-        i += 1
+            closing[stack.pop()] = match.start()
     return closing
 
 

@@ -117,8 +117,8 @@ def answers_match(candidate: str, gold: str, timeout_s: float = 5.0) -> bool:
 
 
 def gold_answer(reference: str) -> str:
-    """The reference answer: the last \\boxed{} of a worked solution, or the text itself."""
-    return last_boxed(reference) or reference
+    """The reference answer: the boxed answer of a worked solution (rules.final_boxed_answer), or the text."""
+    return rules.final_boxed_answer(reference) or reference
 
 
 def math_score(prompt: str, completion: str, answer: str, extract: str = "auto", timeout_s: float = 5.0,

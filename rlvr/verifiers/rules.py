@@ -74,6 +74,21 @@ def scaled_number(text: str) -> bool:
     return is_bare_answer(text) and bool(MULTIPLIER.search(text))
 
 
+def final_boxed_answer(text: str) -> str | None:
+    """The boxed answer of a worked solution: the contents of its last box, or, when the final statement boxes
+    several answers (`\\boxed{(2, 2)} \\quad \\text{and} \\quad \\boxed{(6, 2)}`), those boxes as written (math-verify
+    reads them as one answer set); None without a box."""
+    spans = _boxes(text)
+    if not spans:
+        return None
+    first = len(spans) - 1
+    while first > 0 and not SENTENCE_END.search(text[spans[first - 1][1] : spans[first][0]]):
+        first -= 1
+    if first == len(spans) - 1:
+        return last_boxed(text)
+    return text[spans[first][0] : spans[-1][1]]
+
+
 def last_statement_only(text: str) -> str:
     """`text` with the boxes of earlier statements unboxed, so the last stated answer wins: math-verify joins
     boxes up to 70 characters apart into one answer set (`Initially \\boxed{4}. After correcting, the answer is
@@ -122,7 +137,7 @@ def stated_answer(text: str, found: tuple) -> str | None:
     if is_bare_answer(text):
         return text
     extracted = next((f for f in reversed(found) if isinstance(f, str)), None)
-    return extracted or last_boxed(text) or answer_line(text)
+    return extracted or final_boxed_answer(text) or answer_line(text)
 
 
 def _written_answer(text: str) -> str:
@@ -195,6 +210,8 @@ def _comparisons(ref: str, cand: str) -> list[tuple[str, str]]:
 def normalized_match(stated: str, gold: str, compare_latex: Callable[[str, str], bool]) -> bool:
     """The stated answer and the gold, both normalized (rlvr/verifiers/normalize.py), compared as plain numbers
     or by `compare_latex` (math-verify)."""
+    if len(_boxes(stated)) > 1 or len(_boxes(gold)) > 1:  # several boxed answers: math-verify's answer set decides
+        return False
     cand, ref = normalize_answer(stated), normalize_answer(gold)
     if cand.text is not None or not cand.latex or not ref.latex:
         return False
