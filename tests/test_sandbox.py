@@ -93,18 +93,20 @@ def run_bwrapped(code: str, limits: Limits = FAST) -> RunResult:
 
 
 def sandbox_processes() -> list[int]:
-    """Host pids of sandboxed programs (setpriv/prlimit launchers exec into the main.py interpreter) or of bwrap
-    still running."""
-    program = [interpreter().encode(), b"-I", b"-S", b"main.py"]
+    """Host pids of this test process's sandboxes still running: any process whose command line or working
+    directory names one of its sandbox directories (bwrap's binds, unshare's and landlock's working directory).
+    Programs inside bwrap/unshare die with their pid namespace, whose first process is one of those. Other
+    processes' sandboxes on a shared machine are not counted."""
+    mark = f"rlvr-sandbox-{os.getpid()}-"
     pids = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
-                argv = f.read().split(b"\0")
+                argv = f.read()
+            cwd = os.readlink(f"/proc/{pid}/cwd")
         except OSError:
             continue
-        launcher = argv[0].endswith((b"setpriv", b"prlimit", b"unshare")) and b"main.py" in argv
-        if argv[:4] == program or launcher or (argv[0].endswith(b"bwrap") and b"/sandbox" in argv):
+        if mark in cwd or mark.encode() in argv:
             pids.append(int(pid))
     return pids
 
@@ -222,6 +224,7 @@ def test_files_dropped_outside_the_working_directory_never_reach_the_host(level,
     monkeypatch.chdir(tmp_path)  # the parent's working directory
     tag = f"rlvr-drop-{os.getpid()}-{level}"
     targets = {"tmp": f"/tmp/{tag}", "shm": f"/dev/shm/{tag}", "parent_cwd": str(tmp_path / tag),
+               "repository": str(Path(__file__).resolve().parent / tag),  # a host directory outside /tmp
                "next_to_python": os.path.join(os.path.dirname(interpreter()), tag), "usr": f"/usr/{tag}",
                "root_dir": f"/{tag}"}
     code = "ATTEMPTS = {\n" + "".join(f"    {name!r}: lambda: open({path!r}, 'w').write('pwned'),\n"
@@ -232,7 +235,7 @@ def test_files_dropped_outside_the_working_directory_never_reach_the_host(level,
     try:
         outcome = attempts(code, level)
         assert outcome["own_dir"].startswith("succeeded"), outcome["own_dir"]
-        for name in ("next_to_python", "usr", "root_dir", "overwrite_sentinel", "delete_sentinel"):
+        for name in ("repository", "next_to_python", "usr", "root_dir", "overwrite_sentinel", "delete_sentinel"):
             assert outcome[name].startswith("blocked"), outcome[name]
         escaped = [path for path in targets.values() if os.path.exists(path)]
         assert escaped == [], f"files dropped on the host at {level}: {escaped}"
