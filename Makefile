@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
 EXTRAS ?= dev,gym,math,code,tensorboard,bench,lora,ray
 
-.PHONY: install quickstart test test-all lint clean
+.PHONY: install bubblewrap quickstart test test-all lint clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -17,7 +17,20 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e ".[$(EXTRAS)]"
 	touch $@
 
-install: $(VENV)/.installed
+install: $(VENV)/.installed bubblewrap
+
+# bubblewrap is the sandbox code tasks require by default (docs/sandbox.md): installed here where we can (root with
+# apt-get), otherwise the command to run is printed; without it the sandbox tests fail with the same instruction.
+bubblewrap:
+	@command -v bwrap >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing bubblewrap (the sandbox for code tasks)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; \
+	  else \
+	    echo "bubblewrap (the sandbox for code tasks) is not installed. Install it: sudo apt-get install bubblewrap" \
+	         "(Debian/Ubuntu) or sudo dnf install bubblewrap (Fedora). Without it code tasks refuse to run unless" \
+	         "sandbox.isolation opts in to a weaker level (docs/sandbox.md), and the sandbox tests fail."; \
+	  fi; }
 
 quickstart: install
 	$(BIN)/rlvr quickstart

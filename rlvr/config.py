@@ -236,6 +236,12 @@ class RewardsConfig(Section):
     num_workers: int = Field(2, ge=1)
     worker_max_memory_mb: int = Field(4096, ge=64, description="A worker whose resident memory grows past this "
                                       "(a leaking reward) is replaced between items.")
+    max_failure_rate: float = Field(
+        0.1, ge=0, le=1, description="Stop the run when a reward fails (raises, returns NaN/inf/None/non-numbers, "
+        "times out, crashes) on more than this fraction of its last failure_window samples, or on every sample "
+        "of a step; failed samples score 0 until then. 1: never stop."
+    )
+    failure_window: int = Field(256, ge=1, description="Samples over which max_failure_rate is judged.")
     backend: Literal["auto", "local", "ray"] = Field(
         "auto", description="Where rewards are scored: 'local' worker processes, or 'ray' tasks spread over a Ray "
         "cluster's CPUs (needs cluster.ray_address); auto: ray when cluster.ray_address is set."
@@ -249,6 +255,17 @@ class RewardsConfig(Section):
             raise ValueError(f"reward metric names must be unique, {', '.join(repeated)} repeats: give each "
                              "rewards.functions entry its own `name`")
         return self
+
+
+class SandboxConfig(Section):
+    """Isolation of untrusted code, such as the programs code tasks run (docs/sandbox.md)."""
+
+    isolation: Literal["bwrap", "unshare", "landlock"] = Field(
+        "bwrap", description="The weakest isolation untrusted code may run under; without it a run that scores code "
+        "is refused at start-up. 'bwrap' (bubblewrap, the default), or an explicit opt-in to 'unshare' (namespaces "
+        "without bubblewrap) or 'landlock' (no namespaces: Landlock file rules); docs/sandbox.md says what each "
+        "gives up."
+    )
 
 
 class DistributedConfig(Section):
@@ -345,6 +362,7 @@ class RunConfig(Section):
     sft: SFTConfig = SFTConfig()
     distributed: DistributedConfig = DistributedConfig()
     cluster: ClusterConfig = ClusterConfig()
+    sandbox: SandboxConfig = SandboxConfig()
 
     @model_validator(mode="after")
     def _preset_features(self) -> RunConfig:

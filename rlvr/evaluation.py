@@ -206,13 +206,17 @@ def evaluate_model(cfg: RunConfig, model_dir: str, settings: EvalSettings, show_
     import torch
 
     from rlvr.models import load_model, load_tokenizer
+    from rlvr.rewards.loading import check_reward_functions
     from rlvr.rewards.pool import RewardPool
     from rlvr.rollout import make_engine
+    from rlvr.sandbox.policy import prepare_sandbox
     from rlvr.tasks import make_tasks
 
+    tasks = make_tasks(cfg.data.tasks, cfg.seed, cfg.data.bad_rows)
+    prepare_sandbox(cfg.sandbox.isolation, tasks)
+    check_reward_functions(cfg.rewards.functions, tasks)
     tokenizer = load_tokenizer(model_dir, cfg.model.trust_remote_code)
     model = load_model(cfg.model, name=model_dir)
-    tasks = make_tasks(cfg.data.tasks, cfg.seed, cfg.data.bad_rows)
     encode = PromptEncoder(tokenizer, cfg.model.chat_template, cfg.data.system_prompt, cfg.data.max_prompt_tokens)
     with RewardPool(cfg.rewards.num_workers, cfg.rewards.timeout_s,
                                max_memory_mb=cfg.rewards.worker_max_memory_mb) as pool:

@@ -61,7 +61,10 @@ from rlvr.prompts import PromptEncoder, prompt_token_limit
 from rlvr.resources import checkpoint_bytes, ensure_disk_space, ensure_writable_dir
 from rlvr.rewards.backends import make_reward_pool
 from rlvr.rewards.composite import RewardComposer, Scored
+from rlvr.rewards.failures import FailureBudget
+from rlvr.rewards.loading import check_reward_functions
 from rlvr.rollout import SamplingParams, make_engine
+from rlvr.sandbox.policy import prepare_sandbox
 from rlvr.tasks import make_tasks
 from rlvr.tracking import MetricsLogger, QuietLogger
 from rlvr.update import LossSetup, NonFiniteStreak, accumulate_gradients, step_if_finite
@@ -124,6 +127,9 @@ class Trainer:
         a = cfg.algorithm
         ADVANTAGES.get(a.advantage)  # fail early on unknown names
         self.tasks = make_tasks(cfg.data.tasks, cfg.seed, cfg.data.bad_rows)
+        prepare_sandbox(cfg.sandbox.isolation, self.tasks)
+        check_reward_functions(cfg.rewards.functions, self.tasks)
+        self.failures = FailureBudget(cfg.rewards.max_failure_rate, cfg.rewards.failure_window)
 
         self.initial_model = self._initial_model_dir()
         source = str(resume_path) if resume_path else self.initial_model
@@ -226,6 +232,7 @@ class Trainer:
         """One step's samples as a batch with advantages; every generated group feeds the curriculum statistics."""
         step = self.collector.collect(self.step)
         self.last_reward_errors = step.scored.first_errors  # the loop warns once per failing reward
+        self.failures.record(len(step.scored.total), step.scored.failures, step.scored.first_errors)
         trained = step.trained
         meta = [{"task": g.source, "uid": g.problem.uid} for g in trained]
         batch = RolloutBatch.from_completions([g.prompt_ids for g in trained], [g.completions for g in trained],
@@ -465,5 +472,7 @@ class Trainer:
         finally:
             logger.close()
             self.pool.close()
+        if is_main():
+            print(self.failures.summary(), file=sys.stderr)
         return metrics
 

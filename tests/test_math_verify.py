@@ -60,6 +60,13 @@ def test_final_number_reads_signs_separators_decimals_and_fractions():
     assert final_number("no digits") is None
 
 
+def test_final_number_never_takes_a_number_out_of_an_expression():
+    assert final_number(r"x = \frac{1+\sqrt{5}}{2}") is None
+    assert final_number(r"$x \in [0,1)$") is None
+    assert final_number(r"so $2^{4}$") is None
+    assert final_number("so it is 16.") == "16"
+
+
 def test_extraction_order_is_configurable_and_validated():
     text = "Answer: 3\nbut really \\boxed{4}"
     assert extract_answer(text) == "4"
@@ -117,7 +124,61 @@ def test_math_score_extracts_then_compares_and_reads_gold_from_a_solution():
     assert math_score("", completion, r"Worked solution ... so it is \boxed{\dfrac{2}{3}}.") == 1.0
     assert math_score("", completion, "0.6") == 0.0
     assert math_score("", "I do not know.", "7") == 0.0
-    assert math_score("", "Answer: 7\nthough 8 is tempting", "7", extract="answer_line") == 1.0
+    assert math_score("", "Answer: 7\nthough 8 is tempting", "7") == 1.0
+    assert math_score("", "The result is 7.", "7", extract="boxed") == 0.0  # strict: only boxed answers count
+    assert math_score("", r"The result is $\boxed{7}$.", "7", extract="boxed") == 1.0
+    with pytest.raises(ValueError, match="extract must be one of auto, boxed"):
+        math_score("", "7", "7", extract="final_number")
+
+
+# The classes of misses and false positives measured on a peer's labelled suite (issue 13), each as
+# (gold, prediction, expected), through both the raw comparison and the completion path.
+ISSUE_CASES = [
+    ("{1,2,3}", r"\boxed{1} and \boxed{2} and \boxed{3}", True),
+    ("(2, 2), (6, 2)", r"\boxed{(2, 2)} \quad \text{and} \quad \boxed{(6, 2)}", True),
+    ("x < 3", r"We find that $x \lt 3$.", True),
+    ("34", "Final Answer: The largest $n$ is 34.", True),
+    ("9", "Answer $ 9 $", True),
+    ("9", "Answer: 9", True),
+    ("1.22", "1,22", True),
+    ("1220", "1,220", True),
+    ("1.22", "1,220", False),
+    ("10455", r"First \boxed{255}. I forgot the carries; the final answer is $10,455$.", True),
+    ("255", r"First \boxed{255}. I forgot the carries; the final answer is $10,455$.", False),
+    ("5", r"Initially \boxed{4}. After correcting the count, the answer is \boxed{5}.", True),
+    ("4", r"Initially \boxed{4}. After correcting the count, the answer is \boxed{5}.", False),
+]
+FALSE_POSITIVE_TRAPS = [  # the fallback and hedging classes: none may score
+    ("2", r"x = \frac{1+\sqrt{5}}{2}"), ("1", r"$x \in [0,1)$"), ("32349", r"\boxed{32, 349}"),
+    ("1", r"\boxed{1} \boxed{2}"), ("1", r"\boxed{1} or \boxed{2}"), ("3", "the answer is 3 or 4"),
+    ("3", "The answer is $3$ or $4$."), ("2", "$x = 2$ or $x = 5$"), ("A", "The answer is (A) or (B)."),
+    ("4", "$2^{4}$"), ("3", "$(3, 4)$"), ("5", "5 thousand"), ("5 m", "5 cm"),
+]
+
+
+@pytest.mark.parametrize("gold, prediction, expected", ISSUE_CASES)
+def test_the_issue_cases_on_both_paths(gold, prediction, expected):
+    assert answers_match(prediction, gold) is expected
+    assert math_score("", prediction, gold) == float(expected)
+
+
+@pytest.mark.parametrize("gold, prediction", FALSE_POSITIVE_TRAPS)
+def test_fallback_and_hedging_traps_never_score(gold, prediction):
+    assert not answers_match(prediction, gold)
+    assert math_score("", prediction, gold) == 0.0
+
+
+def test_a_gold_solution_boxing_several_answers_keeps_them_all():
+    solution = r"Both pairs work: \boxed{(2, 2)} \quad \text{and} \quad \boxed{(6, 2)}."
+    assert math_score("", r"The pairs are $(6,2)$ and $(2,2)$.", solution) == 1.0
+    assert math_score("", r"\boxed{(6, 2)}", solution) == 0.0  # half of the answer
+    assert math_score("", r"\boxed{3}", r"First \boxed{2}. Then, correcting the count: \boxed{3}.") == 1.0
+
+
+def test_alternatives_are_the_answer_when_the_gold_has_several_values():
+    assert answers_match("$x = 2$ or $x = 5$", r"\{2, 5\}")
+    assert answers_match(r"\boxed{-2} or \boxed{2}", r"\pm 2")
+    assert math_score("", "It could be 3 or 4; checking both, only one works: the answer is 3.", "3") == 1.0
 
 
 # --- time limit ---------------------------------------------------------------------------------------------
@@ -206,18 +267,24 @@ def test_math_task_rejects_a_solution_without_a_boxed_answer_and_missing_columns
 
 def test_shipped_audit_set_is_large_labelled_both_ways_and_varied():
     rows = read_audit_rows(AUDIT_FILE)
-    assert len(rows) >= 200
-    assert sum(r.expected for r in rows) >= 100 and sum(not r.expected for r in rows) >= 80
-    assert any(r.is_completion for r in rows)
-    assert {"fraction", "mixed_number", "percent", "scientific", "set", "interval", "units", "degrees", "sqrt",
-            "text", "boxed"} <= {r.category for r in rows}
+    assert len(rows) >= 500
+    assert sum(r.expected for r in rows) >= 300 and sum(not r.expected for r in rows) >= 200
+    assert {"fraction", "decimal_comma", "thousands", "mixed_number", "percent", "scientific", "set", "several_boxed",
+            "interval", "inequality", "equation", "tuple", "matrix", "units", "degrees", "sqrt", "text", "choice",
+            "sentence", "last_answer", "fallback", "hedging"} <= {r.row_class for r in rows}
 
 
-def test_verifier_meets_the_audit_targets_on_the_shipped_set():
+def test_rlvr_agrees_with_the_audit_labels_at_least_as_often_as_math_verify_alone_on_both_paths():
     with RewardPool(num_workers=2, timeout_s=20) as pool:
         result = summary(run_audit(read_audit_rows(AUDIT_FILE), pool, show_progress=False))
-    assert result["false_negative_rate"] <= 0.01
-    assert result["false_positives"] == 0
+    judges = result["judges"]
+    for path in ("raw", "completion"):
+        assert judges[path]["agree"] >= judges["math_verify"]["agree"]
+        assert judges[path]["false_negative_rate"] <= 0.01
+        assert judges[path]["false_positives"] == 0
+        for row_class in ("fallback", "hedging"):
+            assert judges[path]["classes"][row_class]["false_positives"] == 0
+    assert judges["math_verify"]["classes"]["hedging"]["false_positives"] > 0  # the audit can tell them apart
 
 
 def test_audit_rows_are_validated(tmp_path):
@@ -228,15 +295,26 @@ def test_audit_rows_are_validated(tmp_path):
 
 def test_cli_audit_reports_rates_and_failing_rows_as_json(tmp_path, capsys):
     path = write_jsonl(tmp_path / "audit.jsonl", [
-        {"gold": "1/3", "answer": "12/36", "expected": True},
+        {"gold": "$1/3$", "answer": "$12/36$", "expected": True, "class": "fraction"},
         {"gold": "2", "answer": "3", "expected": False},
         {"gold": "2", "answer": "2", "expected": False},  # mislabelled on purpose: reported as a false positive
     ])
     assert main(["verify", "audit", path, "--json", "--workers", "1"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["false_negative_rate"] == 0.0 and report["false_positives"] == 1
-    assert report["false_positive_rate"] == pytest.approx(0.5)
+    for path_name in ("raw", "completion", "math_verify"):
+        judge = report["judges"][path_name]
+        assert judge["false_negative_rate"] == 0.0 and judge["false_positives"] == 1
+        assert judge["false_positive_rate"] == pytest.approx(0.5)
+        assert judge["classes"]["fraction"] == {"rows": 1, "equivalent": 1, "false_negatives": 0,
+                                                "false_positives": 0, "agree": 1, "errors": 0}
     assert [f["line"] for f in report["failures"]] == [3]
+
+
+def test_cli_audit_prints_per_class_fn_fp_and_the_agreement_of_each_judge(capsys):
+    assert main(["verify", "audit", str(AUDIT_FILE), "--workers", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "per class" in out and "hedging" in out and "math-verify" in out
+    assert "rlvr math_score" in out and "agrees with the labels on" in out
 
 
 def test_cli_verify_scores_completions_with_a_task_verifier(tmp_path, capsys):

@@ -1,9 +1,13 @@
 import json
 import textwrap
+from collections import Counter
+from pathlib import Path
 
 import pytest
 
+from rlvr.cli import main
 from rlvr.config import build_config
+from rlvr.rewards.failures import FailureBudget, RewardFailure
 from rlvr.rewards.pool import RewardPool, RewardRequest
 from rlvr.tasks import make_task
 from rlvr.trainer import Trainer
@@ -30,6 +34,20 @@ FLAKY = textwrap.dedent(
 
     def not_a_number(prompt, completion, **fields):
         return "yes"
+
+    def nan(prompt, completion, **fields):
+        return float("nan")
+
+    def infinite(prompt, completion, **fields):
+        return float("inf")
+
+    def nothing(prompt, completion, **fields):
+        return None
+
+    def fails_on_sevens(prompt, completion, answer, **fields):
+        if "7" in answer:
+            raise ValueError("seven")
+        return 1.0
 
     def crashes_once(prompt, completion, marker, **fields):
         if not os.path.exists(marker):
@@ -115,7 +133,8 @@ def test_batched_rewards_get_lists_and_must_return_one_reward_per_completion(rew
 def test_batched_reward_is_called_once_per_group_after_the_verifier(fast_config, reward_file):
     cfg = build_config(fast_config(
         steps=1,
-        rewards={"functions": [{"function": "task"},
+        rewards={"max_failure_rate": 1.0,  # batched_wrong_length fails every time: counted, not stopping this run
+                 "functions": [{"function": "task"},
                                {"function": f"{reward_file}:group_rank", "weight": 0.0, "batched": True},
                                {"function": f"{reward_file}:batched_wrong_length", "batched": True}]},
         data={"prompts_per_step": 3}, rollout={"samples_per_prompt": 4},
@@ -130,10 +149,10 @@ def test_batched_reward_is_called_once_per_group_after_the_verifier(fast_config,
     assert metrics["reward/batched_wrong_length/errors"] == 12
 
 
-def test_training_survives_rewards_that_raise_hang_or_crash(fast_config, reward_file):
+def test_training_survives_rewards_that_raise_hang_or_crash_when_told_to_tolerate_them(fast_config, reward_file):
     cfg = build_config(fast_config(
         steps=2,
-        rewards={"timeout_s": 1.0, "functions": [
+        rewards={"timeout_s": 1.0, "max_failure_rate": 1.0, "functions": [
             {"function": "task"},
             {"function": f"{reward_file}:raises", "weight": 0.5},
             {"function": f"{reward_file}:hangs_on_odd", "weight": 0.1},
@@ -155,3 +174,61 @@ def test_training_survives_rewards_that_raise_hang_or_crash(fast_config, reward_
         assert r["reward/hangs_on_odd/mean"] == pytest.approx((4 - odd) / 4)
         assert r["reward/crashes_on_seven/crashes"] == sevens
         assert r["reward/verifier/errors"] == 0 and r["reward/verifier/timeouts"] == 0
+
+
+@pytest.mark.parametrize("name", ["not_a_number", "nan", "infinite", "nothing", "raises"])
+def test_nan_inf_none_strings_and_exceptions_are_failures(reward_file, name):
+    with RewardPool(num_workers=1, timeout_s=5.0) as pool:
+        outcome = pool.score(requests(f"{reward_file}:{name}", ["1"]))[0]
+    assert outcome.status == "error" and outcome.value == 0.0 and outcome.message
+
+
+def test_the_failure_budget_tolerates_rare_failures_and_stops_frequent_ones():
+    budget = FailureBudget(max_failure_rate=0.1, window=100)
+    for _ in range(10):  # 1 failure in 10 per step: 10%, not above the budget
+        budget.record(10, {"verifier": Counter(), "flaky": Counter(timeout=1)}, {"flaky": "timeout: 5 s"})
+    assert budget.summary() == "reward failures: verifier 0/100; flaky 10/100 (timeout 10)"
+    with pytest.raises(RewardFailure, match=r"reward 'flaky' failed on 12 of its last 100 samples \(12%\).*"
+                                            r"First error: timeout: 5 s"):
+        budget.record(10, {"verifier": Counter(), "flaky": Counter(error=3)}, {"flaky": "error: boom"})
+    with pytest.raises(RewardFailure, match="every one of this step's 8 samples"):
+        FailureBudget(0.1, 256).record(8, {"broken": Counter(error=8)}, {"broken": "error: ValueError: x"})
+    FailureBudget(1.0, 256).record(8, {"broken": Counter(error=8)}, {})  # 1: tolerate everything
+    early = FailureBudget(0.1, 256)
+    early.record(8, {"flaky": Counter(error=2)}, {})  # 25% of 8 samples: too few to judge yet
+
+
+@pytest.mark.parametrize("name", ["raises", "not_a_number", "nan"])
+def test_a_reward_failing_on_every_sample_stops_the_run_with_a_non_zero_exit(write_recipe, fast_config, reward_file,
+                                                                              name, capsys):
+    recipe = write_recipe(fast_config(steps=3, rewards={"functions": [
+        {"function": "task"}, {"function": f"{reward_file}:{name}", "weight": 1.0}]}))
+    assert main(["train", str(recipe)]) == 2
+    err = capsys.readouterr().err
+    assert f"reward '{name}' failed on every one of this step's" in err and "First error: error:" in err
+    assert "rewards.max_failure_rate" in err
+    metrics = Path(fast_config()["tracking"]["output_dir"]) / "metrics.jsonl"
+    assert not metrics.exists() or metrics.read_text() == ""  # stopped at the first step, nothing trained on
+
+
+def test_a_run_prints_failure_counts_per_reward_at_the_end(fast_config, reward_file, capsys):
+    cfg = build_config(fast_config(steps=2, rewards={"max_failure_rate": 0.9, "functions": [
+        {"function": "task"}, {"function": f"{reward_file}:fails_on_sevens", "weight": 0.1}]},
+        data={"tasks": [{"name": "arithmetic", "args": {"max_operand": 9, "eval_size": 4}}], "prompts_per_step": 2},
+        rollout={"samples_per_prompt": 2}))
+    Trainer(cfg).fit()
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith("reward failures: verifier 0/8; fails_on_sevens ")
+
+
+def test_a_misspelled_task_verifier_is_a_start_up_error_with_a_suggestion(write_recipe, fast_config, tmp_path,
+                                                                          capsys):
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join(json.dumps({"prompt": f"{i}+1=", "answer": str(i + 1)}) + "\n" for i in range(8)))
+    recipe = write_recipe(fast_config(data={"tasks": [{"name": "dataset", "args": {
+        "path": str(rows), "verifier": "rlvr.verifiers.math:math_scor"}}]}))
+    assert main(["train", str(recipe)]) == 2
+    err = capsys.readouterr().err
+    assert "the verifier of task 'dataset' = 'rlvr.verifiers.math:math_scor'" in err
+    assert "Did you mean 'math_score'" in err
+    assert not (Path(fast_config()["tracking"]["output_dir"]) / "initial-model").exists()  # before any compute

@@ -36,3 +36,15 @@ def resolve_function(spec: str) -> Callable:
         names = [n for n in dir(module) if callable(getattr(module, n)) and not n.startswith("_")]
         raise ConfigError(f"'{target}' has no function '{func_name}'.{did_you_mean(func_name, names)}")
     return func
+
+
+def check_reward_functions(functions, tasks) -> None:
+    """Resolve every reward function (rewards.functions) and every task's verifier now, in the parent, so that a
+    typo is a start-up error naming the setting and the nearest name, never a zero reward in every worker."""
+    specs = [(f.function, f"rewards.functions[{i}].function") for i, f in enumerate(functions) if f.function != "task"]
+    specs += [(task.verifier, f"the verifier of task '{task.label}'") for task in tasks]
+    for spec, where in specs:
+        try:
+            resolve_function(spec)
+        except ConfigError as e:
+            raise ConfigError(f"{where} = '{spec}': {e}") from None

@@ -14,6 +14,7 @@ from collections.abc import Hashable, Sequence
 from rlvr.config import ClusterConfig
 from rlvr.errors import RlvrError
 from rlvr.rewards.pool import RewardOutcome, RewardPool, RewardRequest
+from rlvr.sandbox.policy import configure, minimum_isolation
 
 _POOLS: dict[float, RewardPool] = {}  # inside a Ray worker process: its reward pool, by timeout
 
@@ -43,8 +44,11 @@ def init_ray(address: str, num_cpus: int | None = None) -> bool:
     return True
 
 
-def score_chunk(requests: list[RewardRequest], timeout_s: float) -> list[tuple[Hashable, RewardOutcome]]:
-    """Run in a Ray worker: score `requests` in the worker's own reward pool, in order."""
+def score_chunk(requests: list[RewardRequest], timeout_s: float,
+                sandbox_isolation: str = "bwrap") -> list[tuple[Hashable, RewardOutcome]]:
+    """Run in a Ray worker: score `requests` in the worker's own reward pool, in order, with the driver's minimum
+    sandbox isolation (a Ray worker does not inherit the driver's environment)."""
+    configure(sandbox_isolation)
     pool = _POOLS.get(timeout_s)
     if pool is None:
         pool = _POOLS[timeout_s] = RewardPool(num_workers=1, timeout_s=timeout_s)
@@ -66,7 +70,7 @@ class RayRewardPool:
     def score(self, requests: Sequence[RewardRequest]) -> dict[Hashable, RewardOutcome]:
         ray = _ray()
         chunks = [list(requests[i : i + self.chunk_size]) for i in range(0, len(requests), self.chunk_size)]
-        refs = [self._task.remote(chunk, self.timeout_s) for chunk in chunks]
+        refs = [self._task.remote(chunk, self.timeout_s, minimum_isolation()) for chunk in chunks]
         results: dict[Hashable, RewardOutcome] = {}
         for chunk, ref in zip(chunks, refs):
             try:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Limits:
     """What one run may use. Output caps apply to stdout and stderr each; `scratch_bytes` sizes the
-    in-memory working directory (and /tmp) under bubblewrap."""
+    in-memory working directory (and /tmp; /dev/shm too under unshare) under bubblewrap and unshare."""
 
     cpu_s: float = 4.0
     wall_s: float = 6.0

@@ -14,35 +14,41 @@ import time
 from dataclasses import dataclass
 from typing import Literal
 
+from rlvr.sandbox import landlock
 from rlvr.sandbox.isolation import (
     LEVELS,
     bwrap_command,
     interpreter,
+    landlock_paths,
     minimal_env,
+    privilege_drop,
     throwaway_uid,
     unshare_command,
+    working_dir,
+    wrapper_binary,
 )
 from rlvr.sandbox.limits import Limits
+from rlvr.sandbox.policy import ENV_VAR, SandboxUnavailable, at_least, minimum_isolation, refusal
 
 logger = logging.getLogger("rlvr.sandbox")
 
 Status = Literal["ok", "error", "killed", "timeout", "output_limit"]
-Isolation = Literal["bwrap", "unshare", "rlimits"]
+Isolation = Literal["bwrap", "unshare", "landlock"]
 
 PRLIMIT_FLAGS = {"RLIMIT_CPU": "--cpu", "RLIMIT_AS": "--as", "RLIMIT_FSIZE": "--fsize", "RLIMIT_NOFILE": "--nofile",
                  "RLIMIT_NPROC": "--nproc", "RLIMIT_CORE": "--core"}
+PR_SET_CHILD_SUBREAPER = 36
 
 
-def launcher(uid: int | None, limits: Limits) -> list[str]:
+def launcher(level: str, uid: int | None, limits: Limits) -> list[str]:
     """What runs first inside the sandbox, each step exec'ing the next in the same process: util-linux's
-    `setpriv` drops root to the throwaway uid (clearing groups and, with the uid change, all capabilities),
-    `prlimit` sets the rlimits (the process limit is set here, inside the new namespaces, so it counts only
-    this run's processes), then a fresh interpreter runs main.py. Two small C programs instead of a Python
-    bootstrap save an interpreter start per run."""
-    drop = [shutil.which("setpriv") or "/usr/bin/setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
-    prlimit = [shutil.which("prlimit") or "/usr/bin/prlimit",
+    `setpriv` drops root to the throwaway uid and every capability (isolation.privilege_drop), `prlimit` sets the
+    rlimits (the process limit is set here, inside the new namespaces, so it counts only this run's processes),
+    then a fresh interpreter runs main.py. Two small C programs instead of a Python bootstrap save an interpreter
+    start per run."""
+    prlimit = [wrapper_binary("prlimit"),
                *(f"{PRLIMIT_FLAGS[name]}={soft}:{hard}" for name, soft, hard in limits.rlimits()), "--"]
-    return (drop if uid is not None else []) + prlimit + [interpreter(), "-I", "-S", "main.py"]
+    return privilege_drop(level, uid) + prlimit + [interpreter(), "-I", "-S", "main.py"]
 
 
 @dataclass
@@ -59,39 +65,61 @@ class RunResult:
 
 
 def run_python(code: str, stdin: str = "", limits: Limits = Limits(), isolation: Isolation | None = None) -> RunResult:
-    """Run `code` as a script in a fresh sandbox (see `isolation_level`) and return its output and status.
+    """Run `code` as a script in a fresh sandbox and return its output and status.
 
-    The whole process tree is killed at `limits.wall_s` or when an output passes `limits.output_bytes`,
-    and the temporary working directory is removed afterwards."""
-    level = isolation or isolation_level()
-    if level not in LEVELS:
-        raise ValueError(f"isolation must be one of {', '.join(LEVELS)}, got {level!r}")
+    The sandbox is `isolation`, by default the strongest level that works here (`isolation_level`); either way
+    never one weaker than the configured minimum (rlvr.sandbox.policy), which raises SandboxUnavailable. The
+    whole process tree is killed at `limits.wall_s` or when an output passes `limits.output_bytes`, and the
+    temporary working directory is removed afterwards."""
+    if isolation is None:
+        return _run(code, stdin, limits, isolation_level())
+    if isolation not in LEVELS:
+        raise ValueError(f"isolation must be one of {', '.join(LEVELS)}, got {isolation!r}")
+    minimum = minimum_isolation()
+    if not at_least(isolation, minimum):
+        raise SandboxUnavailable(f"Refusing to run untrusted code with isolation '{isolation}': the configured minimum "
+                                 f"is '{minimum}'. Opt in with sandbox.isolation: {isolation} ({ENV_VAR}={isolation} "
+                                 "outside a recipe); docs/sandbox.md says what it gives up.")
+    return _run(code, stdin, limits, isolation)
+
+
+def _run(code: str, stdin: str, limits: Limits, level: str) -> RunResult:
     uid = throwaway_uid(level)
-    host_dir = tempfile.mkdtemp(prefix="rlvr-sandbox-")
+    host_dir = tempfile.mkdtemp(prefix=f"rlvr-sandbox-{os.getpid()}-")  # the pid: whose run left it, if one did
+    ruleset = None
     try:
         script = os.path.join(host_dir, "main.py")
         with open(script, "w", encoding="utf-8") as f:
             f.write(code)
         os.chmod(script, 0o644)
-        if uid is not None and level != "bwrap":
-            os.chown(host_dir, uid, uid)  # the program's working directory
-        python = launcher(uid, limits)
+        python = launcher(level, uid, limits)
+        hooks = [die_with_parent_hook()]
         if level == "bwrap":
-            command = bwrap_command(script, limits, as_root=uid is not None) + python
+            command, hooks = bwrap_command(script, limits, as_root=uid is not None) + python, []
         elif level == "unshare":
-            command = unshare_command(as_root=uid is not None) + python
+            command = unshare_command(limits, as_root=os.geteuid() == 0) + python
         else:
+            if os.geteuid() == 0 and uid is None:
+                raise OSError("as root, the landlock level needs a Python install other users can read, so that the "
+                              "program runs as a throwaway uid (the kernel caps no process count for uid 0)")
+            if uid is not None:
+                os.chown(host_dir, uid, uid)  # the program's working directory
+            ruleset = landlock.ruleset(*landlock_paths(host_dir))
+            hooks.append(landlock.enforcer(ruleset))
             command = python
+        children = adopt_orphans() if level == "landlock" else set()
         proc = subprocess.Popen(
             command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=host_dir,
-            env=minimal_env(host_dir), start_new_session=True,
-            preexec_fn=None if level == "bwrap" else die_with_parent_hook(),
+            env=minimal_env(working_dir(level, host_dir)), start_new_session=True,
+            preexec_fn=(lambda: [hook() for hook in hooks]) if hooks else None,
         )
         try:
             stdout, stderr, stop = exchange(proc, stdin.encode(), limits)
         finally:
-            kill_tree(proc, uid if level == "rlimits" else None)
+            kill_tree(proc, uid if level == "landlock" else None, children if level == "landlock" else None)
     finally:
+        if ruleset is not None:
+            os.close(ruleset)
         shutil.rmtree(host_dir, ignore_errors=True)
     rc = proc.returncode
     return RunResult(stop or status_of(rc, level), rc, stdout.decode(errors="replace"),
@@ -147,17 +175,20 @@ def exchange(proc: subprocess.Popen, stdin: bytes, limits: Limits) -> tuple[byte
 
 
 def status_of(returncode: int, level: str) -> Status:
-    """ok / error / killed from an exit code; bubblewrap reports a child killed by signal N as 128 + N."""
+    """ok / error / killed from an exit code; bubblewrap and the unshare set-up shell report a child killed by
+    signal N as 128 + N."""
     if returncode == 0:
         return "ok"
-    if returncode < 0 or (level == "bwrap" and returncode - 128 in {s.value for s in signal.Signals}):
+    if returncode < 0 or (level != "landlock" and returncode - 128 in {s.value for s in signal.Signals}):
         return "killed"
     return "error"
 
 
-def kill_tree(proc: subprocess.Popen, uid: int | None) -> None:
+def kill_tree(proc: subprocess.Popen, uid: int | None, children_before: set[int] | None = None) -> None:
     """Kill the run's process group; with `uid`, also every process of that throwaway uid (one that left the
-    group). Under bwrap/unshare the pid namespace goes down with its first process, taking everything in it."""
+    group); with `children_before`, also every new child this process adopted (landlock: an orphan that left the
+    group is re-parented here, see adopt_orphans). Under bwrap/unshare the pid namespace goes down with its first
+    process, taking everything in it."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:
@@ -166,8 +197,40 @@ def kill_tree(proc: subprocess.Popen, uid: int | None) -> None:
         subprocess.run([interpreter(), "-I", "-S", "-c", "import os; os.kill(-1, 9)"], user=uid, group=uid,
                        extra_groups=[], env={}, check=False)
     proc.wait()
+    if children_before is not None:
+        for _ in range(100):
+            orphans = own_children() - children_before
+            if not orphans:
+                break
+            for pid in orphans:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+                except (ProcessLookupError, ChildProcessError):
+                    pass
     for stream in (proc.stdin, proc.stdout, proc.stderr):
         stream.close()
+
+
+def own_children() -> set[int]:
+    """Pids of this process's children (all threads), from /proc."""
+    pids: set[int] = set()
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/children") as f:
+                pids.update(int(p) for p in f.read().split())
+        except OSError:
+            pass
+    return pids
+
+
+def adopt_orphans() -> set[int]:
+    """Make this process a child subreaper (descendants that lose their parent are re-parented here, not to init,
+    so a program that detaches with setsid() can still be found and killed); returns the children it has now."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    return own_children()
 
 
 @functools.cache
@@ -180,28 +243,33 @@ def die_with_parent_hook():
     return lambda: prctl(pr_set_pdeathsig, sigkill)
 
 
+@functools.cache
 def works(level: Isolation) -> tuple[bool, str]:
-    """Whether `level` runs a trivial program here, and what went wrong if not."""
+    """Whether `level` runs a trivial program here, and what went wrong if not (cached per process)."""
     try:
-        result = run_python("print('ok')", limits=Limits(wall_s=20), isolation=level)
-    except OSError as e:  # e.g. the wrapper binary is missing
+        result = _run("print('ok')", "", Limits(wall_s=20), level)
+    except (OSError, subprocess.SubprocessError) as e:  # e.g. the wrapper binary is missing, no Landlock
         return False, str(e)
-    return result.stdout.strip() == "ok", result.stderr.strip()[-500:]
+    ok = result.stdout.strip() == "ok"
+    return ok, "" if ok else (result.stderr.strip()[-500:] or f"exit status {result.returncode}")
+
+
+def isolation_level() -> Isolation:
+    """The strongest isolation that works here, if it is at least the configured minimum (sandbox.isolation,
+    default 'bwrap'); otherwise SandboxUnavailable, naming the install command and the explicit opt-ins."""
+    minimum = minimum_isolation()
+    for level in LEVELS:
+        ok, why = works(level)
+        if ok:
+            if not at_least(level, minimum):
+                break
+            _log_level(level)
+            return level
+        logger.warning("sandbox: %s is not usable here (%s)", level, why)
+    raise refusal(minimum, {level: works(level)[1] for level in LEVELS})
 
 
 @functools.cache
-def isolation_level() -> Isolation:
-    """The strongest isolation that works here: 'bwrap', else 'unshare', else 'rlimits' (logged once)."""
-    level: Isolation = "rlimits"
-    for candidate in ("bwrap", "unshare"):
-        ok, why = works(candidate)
-        if ok:
-            level = candidate
-            break
-        logger.warning("sandbox: %s is not usable here (%s)", candidate, why or "no output")
+def _log_level(level: str) -> None:
     logger.log(logging.INFO if level == "bwrap" else logging.WARNING, "sandbox isolation: %s%s", level,
-               "" if level == "bwrap" else "; install bubblewrap for filesystem isolation")
-    if level != "bwrap" and os.geteuid() == 0 and throwaway_uid(level) is None:
-        logger.warning("sandbox: programs run as root (Python is not readable by other users), so the process "
-                       "limit is not enforced and host files are writable")
-    return level
+               "" if level == "bwrap" else " (opted in with sandbox.isolation; see docs/sandbox.md for what it gives up)")

@@ -33,6 +33,7 @@ class Task(ABC):
     verifier: str  # 'module:function' with signature f(prompt, completion, **fields) -> float | dict
     has_rows = False  # problems come from a file, and its constructor takes the data.bad_rows policy
     skipped_rows: Sequence[str] = ()  # 'file, line N: why' for each row the bad-row policy dropped
+    runs_untrusted_code = False  # its verifier runs completions in the sandbox (checked at start-up)
 
     label_override: str | None = None  # data.tasks[].label
 

@@ -21,7 +21,10 @@ def extract_code(completion: str) -> str:
 
 
 class ProgramAnswer:
-    """A code task's final answer is its program: the last fenced block (or the completion), stripped."""
+    """A code task's final answer is its program: the last fenced block (or the completion), stripped. Its
+    verifier runs that program in the sandbox."""
+
+    runs_untrusted_code = True
 
     def final_answer(self, completion: str) -> str | None:
         return extract_code(completion).strip() or None

@@ -6,7 +6,7 @@ from __future__ import annotations
 from rlvr.errors import DataError
 from rlvr.tasks.base import TASKS
 from rlvr.tasks.dataset import DatasetTask
-from rlvr.verifiers.extraction import last_boxed
+from rlvr.verifiers.rules import final_boxed_answer
 
 SOLUTION_CHARS = 200  # a bare answer is shorter than this
 BOXED_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
@@ -17,7 +17,8 @@ class MathTask(DatasetTask):
     """Math problems with reference answers (args: path, prompt_column='problem', answer_column='answer', ...).
 
     The answer column may hold a bare answer ('\\frac{1}{3}') or a worked solution ending in \\boxed{...}, as in
-    MATH's 'solution' column (answer_column=solution): the gold answer is then its last \\boxed{}. When
+    MATH's 'solution' column (answer_column=solution): the gold answer is then its last \\boxed{} (several boxes of
+    its final statement together). When
     `solution_column` is set, that column is also kept as the reference completion (for SFT). `instruction`
     is appended to every problem ('' for none)."""
 
@@ -51,7 +52,7 @@ class MathTask(DatasetTask):
     def _gold(text: str, uid: str, column: str) -> str:
         """A bare answer as it is; a solution's last \\boxed{} contents. A long multi-line cell without one (a
         solution with no boxed answer) or an unclosed \\boxed{ is an error."""
-        boxed = last_boxed(text)
+        boxed = final_boxed_answer(text)
         if boxed is not None:
             return boxed
         if "\\boxed" in text or "\\fbox" in text or (len(text) > SOLUTION_CHARS and "\n" in text.strip()):

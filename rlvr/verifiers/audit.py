@@ -1,14 +1,17 @@
-"""Audit a verifier against labelled rows: how often it rejects an equivalent answer (false negative) and
-accepts a wrong one (false positive). Rule-based checkers drift toward false negatives as policies grow
-stronger (Pitfalls of Rule- and Model-based Verifiers, 2025); the rates also feed noisy-reward corrections
-(Verifiable yet Noisy Rewards, 2025). `rlvr verify audit FILE.jsonl`; data/math_audit.jsonl ships with rlvr.
+"""Audit the math verifier against labelled rows: how often it rejects an equivalent answer (false negative) and
+accepts a wrong one (false positive), per class of answer, beside math-verify alone on the same rows. Rule-based
+checkers drift toward false negatives as policies grow stronger (Pitfalls of Rule- and Model-based Verifiers,
+2025); the rates also feed noisy-reward corrections (Verifiable yet Noisy Rewards, 2025).
+`rlvr verify audit FILE.jsonl`; data/math_audit.jsonl ships with rlvr.
 
-A row: {"gold": ..., "answer": ... | "completion": ..., "expected": true/false, "id"?, "category"?}. An
-`answer` row is compared as a final answer; a `completion` row goes through answer extraction first.
+A row: {"gold": ..., "answer": ... | "completion": ..., "expected": true/false, "id"?, "class"?}. Every row is
+judged three ways: rlvr's raw comparison (`answers_match(text, gold)`), rlvr's completion path (`math_score`, as
+the `math` task scores), and math-verify alone (`verify(parse(gold), parse(text))`).
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,32 +21,49 @@ from rlvr.rewards.pool import RewardOutcome, RewardPool, RewardRequest
 from rlvr.tasks.dataset import read_rows
 from rlvr.verifiers.offline import score_requests
 
-MATH_SCORE = "rlvr.verifiers.math:math_score"
+JUDGES = {  # name -> reward function spec
+    "raw": "rlvr.verifiers.audit:raw_comparison",
+    "completion": "rlvr.verifiers.math:math_score",
+    "math_verify": "rlvr.verifiers.audit:math_verify_alone",
+}
+JUDGE_TITLES = {"raw": "rlvr answers_match", "completion": "rlvr math_score", "math_verify": "math-verify alone"}
+
+
+def raw_comparison(prompt: str, completion: str, answer: str, **_: Any) -> float:
+    """rlvr's raw comparison as a reward function: answers_match(completion, answer)."""
+    from rlvr.verifiers.math import answers_match
+
+    return float(answers_match(completion, answer))
+
+
+def math_verify_alone(prompt: str, completion: str, answer: str, **_: Any) -> float:
+    """The peer: math-verify with its defaults and nothing else, verify(parse(gold), parse(prediction))."""
+    from math_verify import parse, verify
+
+    return float(verify(parse(answer), parse(completion)))
 
 
 @dataclass
 class AuditRow:
     line: int
     row_id: str
-    category: str
+    row_class: str
     gold: str
     text: str  # the answer or the completion
-    is_completion: bool
     expected: bool
 
 
 @dataclass
 class AuditCase:
     row: AuditRow
-    outcome: RewardOutcome
+    outcomes: dict[str, RewardOutcome]  # judge name -> outcome
 
-    @property
-    def verdict(self) -> bool:
-        return self.outcome.status == "ok" and self.outcome.value >= 1.0
+    def verdict(self, judge: str) -> bool:
+        outcome = self.outcomes[judge]
+        return outcome.status == "ok" and outcome.value >= 1.0
 
-    @property
-    def is_error(self) -> bool:
-        return self.verdict != self.row.expected
+    def is_error(self, judge: str) -> bool:
+        return self.verdict(judge) != self.row.expected
 
 
 def read_audit_rows(path: str | Path) -> list[AuditRow]:
@@ -53,66 +73,92 @@ def read_audit_rows(path: str | Path) -> list[AuditRow]:
         if raw.get("gold") is None or len(texts) != 1 or not isinstance(raw.get("expected"), bool):
             raise DataError(f"{path}, row {line}: an audit row needs 'gold', exactly one of 'answer' or "
                             f"'completion', and 'expected' (true/false). Columns found: {', '.join(sorted(raw))}.")
-        rows.append(AuditRow(line, str(raw.get("id", line)), str(raw.get("category", "")), str(raw["gold"]),
-                             str(raw[texts[0]]), texts[0] == "completion", raw["expected"]))
+        row_class = raw.get("class", raw.get("category", ""))
+        rows.append(AuditRow(line, str(raw.get("id", line)), str(row_class), str(raw["gold"]), str(raw[texts[0]]),
+                             raw["expected"]))
     if not rows:
         raise DataError(f"{path} has no rows.")
     return rows
 
 
-def run_audit(rows: list[AuditRow], pool: RewardPool, spec: str = MATH_SCORE,
+def run_audit(rows: list[AuditRow], pool: RewardPool, judges: tuple[str, ...] = tuple(JUDGES),
               show_progress: bool = True) -> list[AuditCase]:
-    """Score every row with `spec` (answers with extract='whole', completions with the default extraction)."""
-    requests = [RewardRequest(r.line, spec, "", r.text, {"answer": r.gold, **({} if r.is_completion else
-                                                                              {"extract": "whole"})})
-                for r in rows]
+    """Judge every row with each of `judges` (names of JUDGES) through the reward pool."""
+    requests = [RewardRequest((name, r.line), JUDGES[name], "", r.text, {"answer": r.gold})
+                for name in judges for r in rows]
     outcomes = score_requests(pool, requests, "auditing", show_progress)
-    return [AuditCase(r, outcomes[r.line]) for r in rows]
+    return [AuditCase(r, {name: outcomes[(name, r.line)] for name in judges}) for r in rows]
 
 
-def summary(cases: list[AuditCase]) -> dict[str, Any]:
-    """Counts and rates: false-negative rate over rows labelled equivalent, false-positive rate over the rest."""
-    positives = [c for c in cases if c.row.expected]
-    negatives = [c for c in cases if not c.row.expected]
-    fn = sum(c.is_error for c in positives)
-    fp = sum(c.is_error for c in negatives)
+def counts(cases: list[AuditCase], judge: str) -> dict[str, int]:
+    """rows, equivalent, false negatives, false positives, agreeing rows, rows that failed to score."""
     return {
-        "rows": len(cases), "equivalent": len(positives), "not_equivalent": len(negatives),
-        "false_negatives": fn, "false_positives": fp,
-        "false_negative_rate": fn / len(positives) if positives else 0.0,
-        "false_positive_rate": fp / len(negatives) if negatives else 0.0,
-        "errors": sum(c.outcome.status != "ok" for c in cases),
+        "rows": len(cases), "equivalent": sum(c.row.expected for c in cases),
+        "false_negatives": sum(c.row.expected and c.is_error(judge) for c in cases),
+        "false_positives": sum(not c.row.expected and c.is_error(judge) for c in cases),
+        "agree": sum(not c.is_error(judge) for c in cases),
+        "errors": sum(c.outcomes[judge].status != "ok" for c in cases),
     }
 
 
-def failing_rows(cases: list[AuditCase]) -> list[dict[str, Any]]:
-    return [{"line": c.row.line, "id": c.row.row_id, "category": c.row.category, "gold": c.row.gold,
-             "text": c.row.text, "expected": c.row.expected, "verdict": c.verdict, "status": c.outcome.status,
-             "message": c.outcome.message} for c in cases if c.is_error]
+def summary(cases: list[AuditCase]) -> dict[str, Any]:
+    """Per judge: counts over all rows, rates, and counts per class."""
+    judges = list(cases[0].outcomes)
+    by_class: dict[str, list[AuditCase]] = defaultdict(list)
+    for c in cases:
+        by_class[c.row.row_class].append(c)
+    result: dict[str, Any] = {"rows": len(cases), "equivalent": sum(c.row.expected for c in cases), "judges": {}}
+    for judge in judges:
+        total = counts(cases, judge)
+        positives, negatives = total["equivalent"], total["rows"] - total["equivalent"]
+        result["judges"][judge] = {
+            **total, "agreement": total["agree"] / total["rows"],
+            "false_negative_rate": total["false_negatives"] / positives if positives else 0.0,
+            "false_positive_rate": total["false_positives"] / negatives if negatives else 0.0,
+            "classes": {name: counts(group, judge) for name, group in sorted(by_class.items())},
+        }
+    return result
+
+
+def failing_rows(cases: list[AuditCase], judges: tuple[str, ...] = ("raw", "completion")) -> list[dict[str, Any]]:
+    """Rows where any of rlvr's judges disagrees with the label."""
+    return [{"line": c.row.line, "id": c.row.row_id, "class": c.row.row_class, "gold": c.row.gold,
+             "text": c.row.text, "expected": c.row.expected,
+             **{f"verdict_{j}": c.verdict(j) for j in c.outcomes},
+             "notes": "; ".join(f"{j}: {o.status}: {o.message}" for j, o in c.outcomes.items() if o.status != "ok")}
+            for c in cases if any(c.is_error(j) for j in judges if j in c.outcomes)]
 
 
 def render(cases: list[AuditCase], console) -> None:
-    """Print the failing rows and the rates as rich tables."""
+    """Print the failing rows, the per-class table and the agreement of each judge as rich tables."""
     from rich.table import Table
 
     failures = failing_rows(cases)
+    judges = list(cases[0].outcomes)
     if failures:
-        table = Table(title="Rows where the verifier disagrees with the label")
-        for column in ("id", "category", "gold", "answer / completion", "expected", "verdict", "note"):
+        table = Table(title="Rows where rlvr disagrees with the label")
+        for column in ("id", "class", "gold", "answer / completion", "expected", *judges, "note"):
             table.add_column(column, overflow="fold")
         for f in failures:
             text = f["text"] if len(f["text"]) <= 80 else "…" + f["text"][-79:]
-            note = "" if f["status"] == "ok" else f"{f['status']}: {f['message']}"
-            table.add_row(f["id"], f["category"], f["gold"], text, str(f["expected"]), str(f["verdict"]), note)
+            table.add_row(f["id"], f["class"], f["gold"], text, str(f["expected"]),
+                          *(str(f[f"verdict_{j}"]) for j in judges), f["notes"])
         console.print(table)
     s = summary(cases)
-    table = Table(title=f"Verifier audit: {s['rows']} rows")
-    for column in ("", "rows", "wrong", "rate"):
-        table.add_column(column, justify="right")
-    table.add_row("false negatives (equivalent, rejected)", str(s["equivalent"]), str(s["false_negatives"]),
-                  f"{s['false_negative_rate']:.2%}")
-    table.add_row("false positives (not equivalent, accepted)", str(s["not_equivalent"]), str(s["false_positives"]),
-                  f"{s['false_positive_rate']:.2%}")
+    table = Table(title=f"False negatives / false positives per class ({s['rows']} rows, {s['equivalent']} equivalent)")
+    table.add_column("class")
+    table.add_column("rows", justify="right")
+    for judge in judges:
+        table.add_column(f"{JUDGE_TITLES[judge]}\nFN / FP", justify="right")
+    for name in s["judges"][judges[0]]["classes"]:
+        cells = [s["judges"][j]["classes"][name] for j in judges]
+        table.add_row(name or "(none)", str(cells[0]["rows"]),
+                      *(f"{c['false_negatives']} / {c['false_positives']}" for c in cells))
+    table.add_row("all", str(s["rows"]), *(f"{s['judges'][j]['false_negatives']} / {s['judges'][j]['false_positives']}"
+                                           for j in judges), style="bold")
     console.print(table)
-    if s["errors"]:
-        console.print(f"{s['errors']} rows failed to score (timeouts or errors count as rejections).")
+    for judge in judges:
+        j = s["judges"][judge]
+        console.print(f"{JUDGE_TITLES[judge]:20s} agrees with the labels on {j['agree']}/{j['rows']} rows "
+                      f"({j['agreement']:.1%}); false negatives {j['false_negative_rate']:.1%}, false positives "
+                      f"{j['false_positive_rate']:.1%}" + (f"; {j['errors']} failed to score" if j["errors"] else ""))

@@ -43,6 +43,11 @@ def score_command(path: str, task: str | None, verifier: str | None, overrides: 
     if not task and not verifier:
         raise ConfigError("rlvr verify needs --task NAME (see `rlvr tasks`) or --verifier module:function.")
     spec = verifier or task_verifier(task)
+    if task:
+        from rlvr.sandbox.policy import minimum_isolation, prepare_sandbox
+        from rlvr.tasks import TASKS
+
+        prepare_sandbox(minimum_isolation(), [TASKS.get(task)])  # a code task: refuse before scoring anything
     with RewardPool(workers, timeout_s) as pool:
         rows = score_file(path, spec, verifier_args(overrides), pool, show_progress=not as_json)
     scores = [r.outcome.value for r in rows]

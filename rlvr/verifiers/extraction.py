@@ -13,22 +13,21 @@ ANSWER_MARKERS = (
     re.compile(r"####[ \t]*(\S[^\n]*)"),
 )
 SENTENCE_END = re.compile(r"\.(?:\s|$)|,\s+(?:which|because|since|so|as|that|where|and\s+this)\b", re.IGNORECASE)
-NUMBER = re.compile(r"(?<![\w.])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:\s*/\s*\d+)?")
+BRACE_OR_ESCAPE = re.compile(r"\\.|[{}]", re.DOTALL)
+# A number standing on its own: after a space, '=' or '$' and before a space, '$' or the end of a sentence, never
+# a digit inside an expression (the 2 of \frac{1+\sqrt{5}}{2}, the 1 of [0,1), the 4 of 2^{4}).
+NUMBER = re.compile(r"(?<![^\s=$])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:\s*/\s*\d+)?(?=[\s$]|[.,;:!?](?:\s|$)|$)")
 
 
-def _closing_braces(text: str) -> dict[int, int]:
+def closing_braces(text: str) -> dict[int, int]:
     """Position of each '{' -> position of its matching '}' (escaped \\{ and \\} skipped), in one pass."""
-    closing, stack, i = {}, [], 0
-    while i < len(text):
-        char = text[i]
-        if char == "\\":
-            i += 2
-            continue
+    closing, stack = {}, []
+    for match in BRACE_OR_ESCAPE.finditer(text):
+        char = match.group()
         if char == "{":
-            stack.append(i)
+            stack.append(match.start())
         elif char == "}" and stack:
-            closing[stack.pop()] = i
-        i += 1
+            closing[stack.pop()] = match.start()
     return closing
 
 
@@ -38,7 +37,7 @@ def last_boxed(text: str) -> str | None:
     matches = list(BOX_COMMAND.finditer(text))
     if not matches:
         return None
-    closing = _closing_braces(text)
+    closing = closing_braces(text)
     for match in reversed(matches):
         end = match.end()
         if end in closing and text[end + 1 : closing[end]].strip():
@@ -71,7 +70,8 @@ def answer_line(text: str) -> str | None:
 
 
 def final_number(text: str) -> str | None:
-    """The last number in the text (integers, decimals, thousands separators, simple fractions like 3/4)."""
+    """The last number standing on its own in the text (integers, decimals, thousands separators, simple fractions
+    like 3/4)."""
     numbers = NUMBER.findall(text)
     return numbers[-1].replace(" ", "") if numbers else None
 

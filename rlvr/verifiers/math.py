@@ -1,6 +1,12 @@
-"""Math answer checking: extract the final answer, normalize it, and compare it with the reference through
-math-verify (Hugging Face; symbolic and numeric equality of fractions, decimals, LaTeX, sets, intervals,
-percentages), under a per-call time limit.
+"""Math answer checking through math-verify (Hugging Face): its own extraction (boxed answers, "final answer is",
+"Answer:", LaTeX environments, plain numbers with separators and decimal commas, several boxes or `$a$ and $b$` as
+an answer set) and its own comparison (symbolic and numeric equality of fractions, decimals, LaTeX, sets,
+intervals, tuples, matrices, equations), under a per-call time limit.
+
+On top of math-verify, only rules it lacks, each backed by labelled rows of `data/math_audit.jsonl`
+(rlvr/verifiers/rules.py): hedged answers and conflicting units are rejected; word answers and choice letters
+compare as text; percentages, degrees, scientific and mixed-number notation, number words and the like are
+retried in a normalized form when math-verify says no.
 
 `math_score` is a reward function: `rlvr.verifiers.math:math_score`.
 """
@@ -9,13 +15,12 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable
-from fractions import Fraction
+from functools import lru_cache
 from typing import Any
 
 from rlvr.errors import RlvrError
-from rlvr.verifiers.extraction import DEFAULT_ORDER, extract_answer, last_boxed
-from rlvr.verifiers.normalize import leading_choice, normalize_answer
+from rlvr.verifiers import rules
+from rlvr.verifiers.extraction import last_boxed
 from rlvr.verifiers.timelimit import time_limit
 
 try:
@@ -34,100 +39,101 @@ class _DropDisabledTimeoutWarning(logging.Filter):
 for _name in ("math_verify.parser", "math_verify.grader"):
     logging.getLogger(_name).addFilter(_DropDisabledTimeoutWarning())
 
-EXTRACTION_CONFIG = (LatexExtractionConfig(boxed_match_priority=0), ExprExtractionConfig())
-FLOAT_DIGITS = 6  # math-verify's float_rounding default
-DECIMAL = re.compile(r"^-?(?:\d+(?:\.\d*)?|\.\d+)$")
-THOUSANDS = re.compile(r"^-?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
-ANGLE_IN_DEGREES = re.compile(r"(\d+(?:\.\d+)?)\s*\^\s*\{?\s*\\circ\s*\}?")
-FRACTION = re.compile(r"^(-?)(?:\\frac\{(-?\d+)\}\{(-?\d+)\}|(-?\d+)/(-?\d+))$")
+EXTRACTION = (LatexExtractionConfig(), ExprExtractionConfig())  # math-verify's defaults
+BOXED_ONLY = (LatexExtractionConfig(try_extract_without_anchor=False, boxed_match_priority=0),)
+EXTRACT_MODES = ("auto", "boxed")
+DELIMITED = re.compile(r"\$|\\\(|\\\[|\\boxed|\\fbox")
+# A number as math-verify's plain-text extraction reads it (thousands separators, decimal point or comma, percent).
+PLAIN_NUMBER = re.compile(r"-?(?:\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:[.,]\d+)?|\.\d+)\s*%?")
+WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{3,}")
+TEXT_ARGUMENT = re.compile(r"\\(?:text|mbox|mathrm|textbf|operatorname|begin|end)\s*\{[^{}]*\}")
 
 
-def _parsed(latex: str) -> list:
-    # math-verify's own timeouts are off (None): their signal.alarm(0) would cancel our time_limit's timer.
-    return parse(f"\\boxed{{{latex}}}", extraction_config=EXTRACTION_CONFIG, parsing_timeout=None)
+def _is_bare_math(text: str) -> bool:
+    """A short answer written without math delimiters (`x < 3`, `2\\sqrt{2}`, `\\{1,2,3\\}`), as answer columns hold:
+    no words of prose, and not a plain number (math-verify reads those, separators and all, as plain text)."""
+    text = text.strip()
+    if not text or len(text) > 200 or DELIMITED.search(text) or PLAIN_NUMBER.fullmatch(text):
+        return False
+    words = WORD.findall(TEXT_ARGUMENT.sub(" ", text))
+    return all(w.lower() in rules.MATH_WORDS for w in words)
 
 
-def _plain_number(latex: str) -> tuple[Fraction, bool] | None:
-    """(value, written as a decimal) for an integer, decimal, a/b or \\frac{a}{b}; None for anything else."""
-    text = _compact(latex)
-    if THOUSANDS.match(text):
-        text = text.replace(",", "")
-    if DECIMAL.match(text):
-        return Fraction(text), "." in text
-    fraction = FRACTION.match(text)
-    if fraction:
-        sign, numerator, denominator = fraction.group(1), *(g for g in fraction.groups()[1:] if g is not None)
-        if int(denominator) != 0:
-            return Fraction(int(numerator), int(denominator)) * (-1 if sign else 1), False
-    return None
+@lru_cache(maxsize=4096)
+def parse_math(text: str, boxed_only: bool = False) -> tuple:
+    """math-verify's parse of `text` (its default extraction: boxed, final answer, Answer:, LaTeX, numbers), as
+    (value, extracted string) or (). A bare math expression is read whole as LaTeX (`$...$`), so that `x < 3`
+    is an inequality rather than the number 3 found inside it."""
+    if boxed_only:
+        found = parse(text, extraction_config=BOXED_ONLY, parsing_timeout=None)
+    else:
+        # math-verify's own timeouts are off (None): their signal.alarm(0) would cancel our time_limit's timer.
+        found = parse(f"${text.strip()}$", extraction_config=EXTRACTION, parsing_timeout=None) \
+            if _is_bare_math(text) else []
+        found = found or parse(rules.prepared(text), extraction_config=EXTRACTION, parsing_timeout=None)
+    return tuple(found)
 
 
-def _numbers_equal(ref: str, cand: str) -> bool | None:
-    """Plain numbers compared without sympy, as math-verify compares them (decimals rounded to FLOAT_DIGITS
-    places, exact otherwise); None when either is not a plain number."""
-    a, b = _plain_number(ref), _plain_number(cand)
-    if a is None or b is None:
-        return None
-    if a[1] or b[1]:
-        return round(a[0], FLOAT_DIGITS) == round(b[0], FLOAT_DIGITS)
-    return a[0] == b[0]
+def _math_verify_says(gold: tuple, found: tuple) -> bool:
+    if not gold or not found:
+        return False
+    return verify(list(gold), list(found), allow_set_relation_comp=True, timeout_seconds=None)
 
 
-def _compact(latex: str) -> str:
-    return re.sub(r"\s+", "", latex)
+def judge(text: str, gold: str, found: tuple) -> bool:
+    """Whether `text`, whose math-verify parse is `found`, states the answer `gold`: math-verify's verdict, then
+    the rules it lacks (rlvr/verifiers/rules.py)."""
+    parsed_gold = parse_math(gold)
+    if rules.is_text_answer(gold):  # a word answer or a choice letter
+        return rules.text_answers_match(text, gold)
+    offered = rules.alternatives(text)
+    if offered and not rules.has_several_values(gold, parsed_gold):  # a hedge: every alternative must be right
+        return all(_math_verify_says(parsed_gold, parse_math(answer.strip("$"))) for answer in offered)
+    if rules.units_conflict(text, gold):
+        return False
+    if rules.scaled_number(text):
+        return rules.normalized_match(text, gold, _compare_latex)
+    if _math_verify_says(parsed_gold, found):
+        return True
+    stated = rules.stated_answer(text, found)
+    return stated is not None and rules.normalized_match(stated, gold, _compare_latex)
 
 
-def _comparisons(ref: str, cand: str) -> list[tuple[str, str]]:
-    """(reference, candidate) forms to try: as written; for percentages also the bare numbers, so that 12.5\\%
-    matches both 12.5 and 0.125 (math-verify itself equates 9\\% with 9 only for integers); for an angle in
-    degrees against one in radians, the degrees converted (90^\\circ and \\frac{\\pi}{2})."""
-    forms = [(ref, cand), (ref.removesuffix("\\%").strip(), cand.removesuffix("\\%").strip())]
-    if ("\\pi" in ref) != ("\\pi" in cand):
-        forms.append((ANGLE_IN_DEGREES.sub(r"(\1\\pi/180)", ref), ANGLE_IN_DEGREES.sub(r"(\1\\pi/180)", cand)))
-    return list(dict.fromkeys(forms))
+def _compare_latex(gold: str, candidate: str) -> bool:
+    """math-verify on two normalized LaTeX answers, each read whole (used by the rules' retry)."""
+    return _math_verify_says(_parse_whole(gold), _parse_whole(candidate))
+
+
+@lru_cache(maxsize=4096)
+def _parse_whole(latex: str) -> tuple:
+    return tuple(parse(f"\\boxed{{{latex}}}", extraction_config=BOXED_ONLY, parsing_timeout=None))
 
 
 def answers_match(candidate: str, gold: str, timeout_s: float = 5.0) -> bool:
-    """Whether a final answer equals the reference answer mathematically.
-
-    Both are normalized (units, text, percent, notation; see rlvr.verifiers.normalize). Word answers and
-    choice letters compare as text; conflicting known units (5 m vs 5 cm) never match; the rest goes to
-    math-verify. Raises TimeLimitExceeded after `timeout_s` seconds (0: no limit)."""
+    """Whether a stated answer (`\\frac{1}{2}`, `$x \\lt 3$`, `The answer is 0.5`) equals the reference answer
+    mathematically. Raises TimeLimitExceeded after `timeout_s` seconds (0: no limit)."""
     with time_limit(timeout_s, "math verification"):
-        return _answers_match(candidate, gold)
-
-
-def _answers_match(candidate: str, gold: str) -> bool:
-    cand, ref = normalize_answer(candidate), normalize_answer(gold)
-    if ref.text is not None and len(ref.text) == 1:  # a choice letter: also accept '(B) 12'
-        return cand.text == ref.text or leading_choice(candidate) == ref.text
-    if cand.text is not None or ref.text is not None:
-        return cand.text == ref.text
-    if cand.unit and ref.unit and cand.unit != ref.unit:
-        return False
-    if not cand.latex or not ref.latex:
-        return False
-    for r, c in _comparisons(ref.latex, cand.latex):
-        same = _compact(r) == _compact(c) or _numbers_equal(r, c)
-        if same is None:
-            same = verify(_parsed(r), _parsed(c), allow_set_relation_comp=True, timeout_seconds=None)
-        if same:
-            return True
-    return False
+        return judge(candidate, gold, parse_math(candidate))
 
 
 def gold_answer(reference: str) -> str:
-    """The reference answer: the last \\boxed{} of a worked solution, or the text itself."""
-    return last_boxed(reference) or reference
+    """The reference answer: the boxed answer of a worked solution (rules.final_boxed_answer), or the text."""
+    return rules.final_boxed_answer(reference) or reference
 
 
-def math_score(prompt: str, completion: str, answer: str, extract: str | Iterable[str] = DEFAULT_ORDER,
-               timeout_s: float = 5.0, **_: Any) -> float:
+def math_score(prompt: str, completion: str, answer: str, extract: str = "auto", timeout_s: float = 5.0,
+               **_: Any) -> float:
     """1.0 when the completion's final answer equals `answer`, else 0.0.
 
-    The final answer is found by the extractors named in `extract`, tried in order (boxed, answer_line,
-    final_number, whole; see rlvr.verifiers.extraction). A comparison running past `timeout_s` raises, which
-    the reward pool records as an error scoring 0."""
+    `extract`: 'auto' reads the final answer as math-verify does (the last boxed answer or "final answer is ...",
+    then "Answer: ...", then the last LaTeX or number standing on its own; a bare answer is read whole);
+    'boxed' scores only completions that box their answer. A comparison running past `timeout_s` raises,
+    which the reward pool records as an error scoring 0."""
+    if extract not in EXTRACT_MODES:
+        raise ValueError(f"extract must be one of {', '.join(EXTRACT_MODES)}, got {extract!r}")
     with time_limit(timeout_s, "math verification"):
-        found = extract_answer(completion, extract)
-        return 0.0 if found is None else float(_answers_match(found, gold_answer(str(answer))))
+        gold = gold_answer(str(answer))
+        if extract == "boxed":
+            found = parse_math(completion, boxed_only=True) if last_boxed(completion) is not None else ()
+            return float(bool(found) and judge(completion, gold, found))
+        return float(judge(completion, gold, parse_math(completion)))

@@ -33,14 +33,14 @@ DEGREES = re.compile(r"\s?(?:\^\s?\{?\s?\\circ\s?\}?|\\degree\b|degrees?\b)")
 MULTIPLIER = re.compile(r"(\d)\s*(hundred|thousand|million|billion|trillion)s?\b", re.IGNORECASE)
 POWERS_OF_TEN = {"hundred": 2, "thousand": 3, "million": 6, "billion": 9, "trillion": 12}
 POWER_WORD = re.compile(r"\s*\b(squared|cubed)\b", re.IGNORECASE)
-NEGATIVE_WORD = re.compile(r"^(?:negative|minus)\s+(?=[\d.\\])", re.IGNORECASE)
+NEGATIVE_WORD = re.compile(r"^(?:negative|minus)\s+(?=[\d.\\a-z])", re.IGNORECASE)
 SQRT_PARENS = re.compile(r"\\sqrt\s*\(([^()]*)\)")
 SCIENTIFIC_E = re.compile(r"(\d(?:\.\d+)?)[eE]([+-]?\d+)\b")
 TIMES_TEN = re.compile(r"(\d)\s*(?:x|\*|\\cdot)\s*10\s*\^")
 MIXED_NUMBER = re.compile(r"(?<![\w.^_}])(\d+)(?:\s*\\frac\{(\d+)\}\{(\d+)\}|\s+(\d+)\s*/\s*(\d+)(?![\d.]))")
 REPEATING_DECIMAL = re.compile(r"(?<![\d.])(\d*)\.(\d*)\\overline\{(\d+)\}")
 ALTERNATIVES = re.compile(r"\s*(?:\\text\{\s*(?:or|and)\s*\}|\s(?:or|and)\s)\s*")
-CHOICE = re.compile(r"^\(?([A-Ea-e])\)?\.?$")
+CHOICE = re.compile(r"^\(?([A-E])\)?\.?$")  # upper case: a lone lower-case letter is a variable
 LEADING_CHOICE = re.compile(r"^\s*(?:\(([A-E])\)|([A-E])[.):](?:\s|$))")
 OTHER_CHOICE = re.compile(r"\(\s*[A-E]\s*\)|\b[A-E][.)](?:\s|$)")
 UNITS_WORDS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
@@ -192,6 +192,9 @@ def _strip_wrappers(answer: str) -> str:
     whole_text = re.fullmatch(r"\\(?:text|mbox|textbf|mathrm)\s*\{(.*)\}", text)
     if whole_text and "{" not in whole_text.group(1):
         text = whole_text.group(1).strip()
+    sign = NEGATIVE_WORD.match(text)
+    if sign:
+        return "-" + NUMBER_WORD.sub(_number_from_words, text[sign.end():])
     return NUMBER_WORD.sub(_number_from_words, text)
 
 

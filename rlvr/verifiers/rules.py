@@ -1,0 +1,229 @@
+"""What rlvr adds to math-verify's verdict, each rule backed by labelled rows of data/math_audit.jsonl (their
+`class` is named in each docstring):
+
+- a hedged answer ("3 or 4", `\\boxed{1} or \\boxed{2}`) matches a single-valued gold only if every alternative
+  does (class `hedging`);
+- the last stated answer wins: boxes of earlier sentences do not join the final one (class `last_answer`);
+- two different known units never match (`5 m` against `5 cm`; class `units`);
+- word answers and choice letters compare as text (`Tuesday`, `(C)`; classes `text`, `choice`);
+- a number with a magnitude word is scaled (`5 thousand`; class `number_words`);
+- when math-verify says no, the stated answer is retried in a normalized form (rlvr/verifiers/normalize.py:
+  percentages, degrees, scientific and mixed-number notation, number words, `\\dfrac`, unicode; classes
+  `percent`, `degrees`, `scientific`, `mixed_number`, `number`, `dfrac`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from fractions import Fraction
+
+from rlvr.verifiers.extraction import answer_line, closing_braces, last_boxed
+from rlvr.verifiers.normalize import MULTIPLIER, leading_choice, normalize_answer
+
+MATH_WORDS = {"sin", "cos", "tan", "cot", "sec", "csc", "log", "exp", "sqrt", "arcsin", "arccos", "arctan", "sinh",
+              "cosh", "tanh", "mod", "inf", "max", "min", "gcd", "lcm", "det", "infty"}
+SHORT_ANSWER_CHARS = 80  # a bare answer, not a completion
+FLOAT_DIGITS = 6  # math-verify's float_rounding default
+DECIMAL = re.compile(r"^-?(?:\d+(?:\.\d*)?|\.\d+)$")
+THOUSANDS = re.compile(r"^-?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
+FRACTION = re.compile(r"^(-?)(?:\\frac\{(-?\d+)\}\{(-?\d+)\}|(-?\d+)/(-?\d+))$")
+ANGLE_IN_DEGREES = re.compile(r"(\d+(?:\.\d+)?)\s*\^\s*\{?\s*\\circ\s*\}?")
+
+# One answer a hedge offers: $...$, a box, a number (maybe as `x = 3`), a choice letter.
+ATOM = r"(?:\$[^$]+\$|\\(?:boxed|fbox)\{[^{}]*\}|(?:[a-z]\s*=\s*)?-?\d+(?:\.\d+)?(?:/\d+)?|\([A-E]\))"
+OR_WORD = r"(?:\\text\{\s*or\s*\}|\bor\b(?:\s+(?:maybe|possibly|perhaps))?|\\quad\s*or)"
+HEDGE = re.compile(rf"{ATOM}(?:\s*,?\s*{OR_WORD}\s*(?:\\quad\s*)?{ATOM})+", re.IGNORECASE)
+SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z\\$])|\n+")
+ANCHORED = re.compile(r"\\boxed|\\fbox|answer|(?<!\\)\$", re.IGNORECASE)  # a box, an answer line, math in prose
+BOX = re.compile(r"\\(?:boxed|fbox)\s*\{")
+SENTENCE_END = re.compile(r"[.!?](?:\s|$)|\n")
+LATER_ANSWER = re.compile(r"\banswer\s*(?:is|:)\s*(?:\$|\\\(|-?\d)", re.IGNORECASE)
+LOWER_CHOICE = re.compile(r"\(?([a-e])\)?\.?")  # '(b)' answering choice B
+SEVERAL_IN_TEXT = re.compile(r"\\pm|\bor\b|\band\b|,(?!\d{3}\b)|;|\\cup")  # not a thousands separator
+
+
+def final_statement(text: str) -> str:
+    """The last sentence (or line) of `text` that states something mathematical (holds a digit or `$`), from its
+    last "answer" on."""
+    sentences = [s for s in SENTENCE.split(text.strip()) if s.strip()]
+    statement = next((s for s in reversed(sentences) if re.search(r"[\d$]|\\boxed", s)), "")
+    anchor = statement.lower().rfind("answer")
+    return statement[anchor:] if anchor >= 0 else statement
+
+
+def _boxes(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each complete \\boxed{...} / \\fbox{...} in `text`."""
+    closing, spans = closing_braces(text), []
+    for match in BOX.finditer(text):
+        brace = match.end() - 1
+        if brace in closing:
+            spans.append((match.start(), closing[brace] + 1))
+    return spans
+
+
+def prepared(text: str) -> str:
+    """A completion as handed to math-verify's extraction: `\\fbox` read as `\\boxed`, currency signs (`\\$`)
+    dropped (math-verify reads neither; classes `boxed`, `units`), earlier statements' boxes unboxed."""
+    return last_statement_only(text.replace("\\fbox", "\\boxed").replace("\\$", ""))
+
+
+def scaled_number(text: str) -> bool:
+    """A bare answer whose number carries a magnitude word (`5 thousand`), which math-verify reads as the bare
+    number; the normalized form decides (class `number_words`)."""
+    return is_bare_answer(text) and bool(MULTIPLIER.search(text))
+
+
+def final_boxed_answer(text: str) -> str | None:
+    """The boxed answer of a worked solution: the contents of its last box, or, when the final statement boxes
+    several answers (`\\boxed{(2, 2)} \\quad \\text{and} \\quad \\boxed{(6, 2)}`), those boxes as written (math-verify
+    reads them as one answer set); None without a box."""
+    spans = _boxes(text)
+    if not spans:
+        return None
+    first = len(spans) - 1
+    while first > 0 and not SENTENCE_END.search(text[spans[first - 1][1] : spans[first][0]]):
+        first -= 1
+    if first == len(spans) - 1:
+        return last_boxed(text)
+    return text[spans[first][0] : spans[-1][1]]
+
+
+def last_statement_only(text: str) -> str:
+    """`text` with the boxes of earlier statements unboxed, so the last stated answer wins: math-verify joins
+    boxes up to 70 characters apart into one answer set (`Initially \\boxed{4}. After correcting, the answer is
+    \\boxed{5}` would be {4, 5}); here boxes in different sentences are different statements, and an "answer is"
+    after the last box outranks every box. Class `last_answer`."""
+    spans = _boxes(text)
+    if not spans:
+        return text
+    keep = len(spans) - 1
+    while keep > 0 and not SENTENCE_END.search(text[spans[keep - 1][1] : spans[keep][0]]):
+        keep -= 1
+    if LATER_ANSWER.search(text, spans[-1][1]):
+        keep = len(spans)
+    for start, end in reversed(spans[:keep]):
+        inner = text[start:end]
+        text = text[:start] + inner[inner.index("{") + 1 : -1] + text[end:]
+    return text
+
+
+def alternatives(text: str) -> list[str]:
+    """The answers a final statement offers as alternatives ("the answer is 3 or 4", `\\boxed{1} or \\boxed{2}`,
+    `x = 2 or x = 5`); [] when it offers one. Class `hedging`."""
+    hedge = HEDGE.search(final_statement(text))
+    return re.findall(ATOM, hedge.group(), re.IGNORECASE) if hedge else []
+
+
+def has_several_values(gold: str, parsed_gold: tuple) -> bool:
+    """Whether the gold answer is several values (a set, an interval, `\\pm`, a list), so that alternatives in the
+    answer may be the answer itself."""
+    from sympy import FiniteSet, Set
+
+    value = parsed_gold[0] if parsed_gold else None
+    if isinstance(value, Set) and not (isinstance(value, FiniteSet) and len(value) <= 1):
+        return True
+    return bool(SEVERAL_IN_TEXT.search(gold))
+
+
+def is_bare_answer(text: str) -> bool:
+    """A short answer on its own (`5 thousand`, `3\\frac{1}{2}`), not a completion stating one."""
+    return len(text) <= SHORT_ANSWER_CHARS and "\n" not in text.strip() and not ANCHORED.search(text)
+
+
+def stated_answer(text: str, found: tuple) -> str | None:
+    """The answer as written, for the rules: a bare answer is itself; in a completion, math-verify's extracted
+    string (`found`), else a box or an "Answer:" line (never a number picked from the prose)."""
+    if is_bare_answer(text):
+        return text
+    extracted = next((f for f in reversed(found) if isinstance(f, str)), None)
+    return extracted or final_boxed_answer(text) or answer_line(text)
+
+
+def _written_answer(text: str) -> str:
+    """The answer with its unit as written (math-verify's extraction drops units)."""
+    short = len(text) <= SHORT_ANSWER_CHARS and "\n" not in text.strip()
+    return last_boxed(text) or answer_line(text) or (text if short else "")
+
+
+def units_conflict(text: str, gold: str) -> bool:
+    """Both answers carry a known unit and the units differ (`5 m` vs `5 cm`; no conversion). Class `units`."""
+    cand, ref = normalize_answer(_written_answer(text)), normalize_answer(gold)
+    return bool(cand.unit and ref.unit and cand.unit != ref.unit)
+
+
+def is_text_answer(gold: str) -> bool:
+    """A gold answer made of words (`Tuesday`, `\\text{no solution}`) or a choice letter (`B`, `(B)`)."""
+    return normalize_answer(gold).text is not None
+
+
+def text_answers_match(text: str, gold: str) -> bool:
+    """Words compare case-folded without articles; a gold choice letter also accepts an answer that starts with it
+    (`(B) 12`) but not one naming several (`(B) or (C)`). Classes `text`, `choice`."""
+    ref = normalize_answer(gold).text
+    written = _written_answer(text)
+    cand = normalize_answer(written).text
+    if len(ref) == 1:
+        lower_case = LOWER_CHOICE.fullmatch(written.strip().strip("$").strip())
+        return cand == ref or leading_choice(written) == ref or bool(lower_case and lower_case[1].upper() == ref)
+    return cand == ref
+
+
+def _plain_number(latex: str) -> tuple[Fraction, bool] | None:
+    """(value, written as a decimal) for an integer, decimal, a/b or \\frac{a}{b}; None for anything else. Only
+    unspaced thousands separators count (`32, 349` is two numbers)."""
+    text = latex.strip()
+    if THOUSANDS.match(text):
+        text = text.replace(",", "")
+    text = re.sub(r"\s+", "", text)
+    if DECIMAL.match(text):
+        return Fraction(text), "." in text
+    fraction = FRACTION.match(text)
+    if fraction:
+        sign, numerator, denominator = fraction.group(1), *(g for g in fraction.groups()[1:] if g is not None)
+        if int(denominator) != 0:
+            return Fraction(int(numerator), int(denominator)) * (-1 if sign else 1), False
+    return None
+
+
+def _numbers_equal(ref: str, cand: str) -> bool | None:
+    """Plain numbers compared exactly (decimals rounded to FLOAT_DIGITS places, as math-verify does); None when
+    either is not a plain number."""
+    a, b = _plain_number(ref), _plain_number(cand)
+    if a is None or b is None:
+        return None
+    if a[1] or b[1]:
+        return round(a[0], FLOAT_DIGITS) == round(b[0], FLOAT_DIGITS)
+    return a[0] == b[0]
+
+
+def _comparisons(ref: str, cand: str) -> list[tuple[str, str]]:
+    """(reference, candidate) forms to try: as normalized; for percentages also the bare numbers (`12.5\\%` vs
+    `12.5`; math-verify equates them for integers only); for an angle in degrees against one in radians, the
+    degrees converted (`90^\\circ` vs `\\frac{\\pi}{2}`)."""
+    forms = [(ref, cand), (ref.removesuffix("\\%").strip(), cand.removesuffix("\\%").strip())]
+    if ("\\pi" in ref) != ("\\pi" in cand):
+        forms.append((ANGLE_IN_DEGREES.sub(r"(\1\\pi/180)", ref), ANGLE_IN_DEGREES.sub(r"(\1\\pi/180)", cand)))
+    return list(dict.fromkeys(forms))
+
+
+def normalized_match(stated: str, gold: str, compare_latex: Callable[[str, str], bool]) -> bool:
+    """The stated answer and the gold, both normalized (rlvr/verifiers/normalize.py), compared as plain numbers
+    or by `compare_latex` (math-verify)."""
+    if len(_boxes(stated)) > 1 or len(_boxes(gold)) > 1:  # several boxed answers: math-verify's answer set decides
+        return False
+    cand, ref = normalize_answer(stated), normalize_answer(gold)
+    if cand.text is not None or not cand.latex or not ref.latex:
+        return False
+    rewritten = _compact(cand.latex) != _compact(stated) or _compact(ref.latex) != _compact(gold)
+    for r, c in _comparisons(ref.latex, cand.latex):
+        same = _numbers_equal(r, c)
+        if same is None and (rewritten or (r, c) != (ref.latex, cand.latex)):  # else math-verify has said no
+            same = compare_latex(r, c)
+        if same:
+            return True
+    return False
+
+
+def _compact(latex: str) -> str:
+    return re.sub(r"\s+|(?<!\\)\$", "", latex)
