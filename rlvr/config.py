@@ -6,11 +6,23 @@ completions each; micro-batches are counted in sequences.
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
 
 from rlvr.errors import ConfigError, did_you_mean
 
@@ -51,7 +63,12 @@ class ModelConfig(Section):
     gradient_checkpointing: bool = False
     trust_remote_code: bool = False
     chat_template: Literal["auto", "always", "never"] = Field(
-        "auto", description="Wrap prompts with the tokenizer's chat template (auto: when it has one)."
+        "auto", description="Wrap prompts with the tokenizer's chat template (auto: when it has one). Conversational "
+        "prompts (lists of messages) always need one."
+    )
+    chat_template_kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="Extra keyword arguments for the tokenizer's apply_chat_template, e.g. "
+        "{enable_thinking: false} for Qwen3 (TRL's chat_template_kwargs)."
     )
     tiny: TinyModelConfig = TinyModelConfig()
     lora: LoraSettings | None = Field(None, description="Train LoRA adapters only (needs peft); the reference "
@@ -215,17 +232,35 @@ class OptimConfig(Section):
 
 
 class RewardFunctionConfig(Section):
-    function: str = Field(..., description="'task' (the task's verifier), 'package.module:fn' or 'path/file.py:fn'.")
+    function: str | Callable[..., Any] = Field(..., description="'task' (the task's verifier), 'package.module:fn' "
+                                               "or 'path/file.py:fn'; from Python also a callable (rlvr.train).")
     weight: float = 1.0
     name: str | None = Field(None, description="Metric name; defaults to the function's name.")
     args: dict[str, Any] = Field(default_factory=dict, description="Extra keyword arguments for this function.")
     batched: bool = Field(False, description="Call f(prompts, completions, **fields) once per prompt group, with "
                                              "lists (one entry per sample); it returns one reward per sample.")
 
+    @field_serializer("function", when_used="json")
+    def _callable_as_text(self, function: str | Callable) -> str:
+        """A callable is written to config.yaml as 'python:module.name' (a record; it cannot be loaded back)."""
+        return function if isinstance(function, str) else f"{PYTHON_CALLABLE}{callable_name(function, True)}"
+
     @property
     def metric_name(self) -> str:
         """`name`, else 'verifier' for the task's verifier, else the function's name."""
+        if callable(self.function):
+            return self.name or callable_name(self.function)
         return self.name or ("verifier" if self.function == "task" else self.function.rsplit(":", 1)[-1])
+
+
+PYTHON_CALLABLE = "python:"
+
+
+def callable_name(function: Callable, qualified: bool = False) -> str:
+    """A reward callable's name: its __name__ ('lambda' for a lambda), with its module when `qualified`."""
+    name = getattr(function, "__qualname__" if qualified else "__name__", None) or type(function).__name__
+    name = name.replace("<lambda>", "lambda").replace("<locals>.", "")
+    return f"{getattr(function, '__module__', None) or '?'}.{name}" if qualified else name
 
 
 class RewardsConfig(Section):
@@ -331,8 +366,12 @@ class SFTConfig(Section):
 
 
 class RunConfig(Section):
+    plugins: list[str] = Field(default_factory=list, description=(
+        "Modules imported before the config is checked, so the advantage estimators, losses, tasks, samplers ... "
+        "they register can be named in it: 'my_pkg.my_losses' or 'path/to/file.py' (relative to the working "
+        "directory); see docs/extending.md."))
     seed: int = 0
-    steps: int = Field(100, gt=0)
+    steps: int = Field(100, gt=0, description="RL steps: each generates, scores and trains on one batch.")
     model: ModelConfig = ModelConfig()
     data: DataConfig = DataConfig()
     rollout: RolloutConfig = RolloutConfig()
@@ -393,23 +432,39 @@ def _section_keys(model: type[BaseModel], path: tuple[str, ...]) -> list[str]:
     return list(model.model_fields)
 
 
-def _format_validation_error(err: ValidationError, source: str) -> str:
-    lines = [f"Invalid configuration ({source}):"]
+Origins = dict[tuple[str, ...], str]  # dotted key path -> the override that set it
+
+
+def _override_of(loc: tuple[str, ...], origins: Origins) -> str | None:
+    """The override that set the value at `loc` (or a section or list holding it, or a key inside it)."""
+    matches = [k for k in origins if loc[: len(k)] == k or (loc and k[: len(loc)] == loc)]
+    return origins[max(matches, key=len)] if matches else None
+
+
+def _format_validation_error(err: ValidationError, source: str, origins: Origins | None = None) -> str:
+    lines, blamed = [], []
     for e in err.errors():
         loc = tuple(str(p) for p in e["loc"])
         dotted = ".".join(loc) or "(top level)"
         if e["type"] == "extra_forbidden":
             hint = did_you_mean(loc[-1], _section_keys(RunConfig, tuple(p for p in loc[:-1] if not p.isdigit())))
             valid = _section_keys(RunConfig, tuple(p for p in loc[:-1] if not p.isdigit()))
-            lines.append(f"  unknown key '{dotted}'.{hint} Valid keys here: {', '.join(valid)}.")
+            line = f"  unknown key '{dotted}'.{hint} Valid keys here: {', '.join(valid)}."
         elif e["type"] == "missing":
-            lines.append(f"  '{dotted}' is required; set it in the recipe or as {dotted}=VALUE.")
+            line = f"  '{dotted}' is required; set it in the recipe or as {dotted}=VALUE."
         else:
             got = e.get("input")
             shown = repr(got) if not isinstance(got, dict) else "a mapping"
             msg = e["msg"].removeprefix("Value error, ")
-            lines.append(f"  '{dotted}': {msg} (got {shown}).")
-    return "\n".join(lines)
+            line = f"  '{dotted}': {msg} (got {shown})."
+        override = _override_of(loc, origins or {}) if loc else None
+        blamed.append(override)
+        lines.append(f"{line} Set by the override {override!r}." if override else line)
+    if all(blamed):
+        header = f"Invalid override{'s' if len(set(blamed)) > 1 else ''} {', '.join(map(repr, dict.fromkeys(blamed)))}:"
+    else:
+        header = f"Invalid configuration ({source}):"
+    return "\n".join([header, *lines])
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
@@ -432,25 +487,95 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     return key.split("."), value
 
 
-def apply_overrides(data: dict, overrides: list[str]) -> dict:
-    for text in overrides:
-        path, value = parse_override(text)
-        node = data
-        for part in path[:-1]:
+def _default_at(path: list[str]) -> Any:
+    """The schema's default value at a dotted path (None when there is none), e.g. the default data.tasks list."""
+    node: Any = RunConfig().model_dump(mode="json")
+    for part in path:
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return None
+    return node
+
+
+def _list_item(items: list, part: str, text: str, where: str) -> int:
+    if not part.isdigit():
+        raise ConfigError(f"Override '{text}': '{where}' is a list; address an item by its index, e.g. "
+                          f"{where}.0.{part}=..., or give the whole list: {where}='[...]'.")
+    if int(part) >= len(items):
+        raise ConfigError(f"Override '{text}': '{where}' has {len(items)} item(s), so there is no item {part}. "
+                          f"To add items, give the whole list: {where}='[{{...}}, {{...}}]' (YAML).")
+    return int(part)
+
+
+def apply_overrides(data: dict, overrides: list[str], origins: Origins | None = None) -> dict:
+    """Set each `key.sub=value` in `data`. List items are addressed by index (data.tasks.0.args.path=x); a list
+    or section the recipe leaves out starts from the schema's default. `origins` records which override set
+    which key, so errors can name it."""
+    return _apply(data, [(*parse_override(text), text) for text in overrides], origins)
+
+
+def _apply(data: dict, settings: list[tuple[list[str], Any, str]], origins: Origins | None) -> dict:
+    for path, value, text in settings:
+        node: Any = data
+        for i, part in enumerate(path[:-1]):
+            where = ".".join(path[:i])
+            if isinstance(node, list):
+                node = node[_list_item(node, part, text, where)]
+                if not isinstance(node, dict):
+                    raise ConfigError(f"Override '{text}': '{where}.{part}' is a value, not a section.")
+                continue
             child = node.get(part)
             if child is None:
-                child = node[part] = {}
-            elif not isinstance(child, dict):
-                raise ConfigError(f"Override '{text}': '{part}' is a value, not a section.")
+                default = _default_at(path[: i + 1])
+                child = node[part] = default if isinstance(default, (dict, list)) else {}
+            elif not isinstance(child, (dict, list)):
+                raise ConfigError(f"Override '{text}': '{'.'.join(path[: i + 1])}' is a value, not a section.")
             node = child
-        node[path[-1]] = value
+        if isinstance(node, list):
+            node[_list_item(node, path[-1], text, ".".join(path[:-1]))] = value
+        else:
+            node[path[-1]] = value
+        if origins is not None:
+            origins[tuple(path)] = text
     return data
 
 
+def set_value(data: dict, key: str, value: Any, origins: Origins | None = None) -> dict:
+    """Set the dotted `key` to a Python value (rlvr.train's keyword overrides); a dict value merges key by key."""
+    if isinstance(value, dict) and value:
+        for sub, item in value.items():
+            set_value(data, f"{key}.{sub}", item, origins)
+        return data
+    text = f"{key}={value!r}"
+    return _apply(data, [(key.split("."), value, text)], origins)
+
+
+RECIPES = Path(__file__).resolve().parent / "recipes"
+
+
+def shipped_recipes() -> list[str]:
+    """Names of the recipes that ship with rlvr (rlvr/recipes/NAME.yaml)."""
+    return sorted(p.stem for p in RECIPES.glob("*.yaml"))
+
+
+def resolve_recipe(path: str | Path) -> Path:
+    """A recipe file: the path as given (relative to the working directory), else a shipped recipe by name
+    ('grpo', 'quickstart.yaml', 'recipes/grpo.yaml')."""
+    p = Path(path).expanduser()
+    if p.is_file():
+        return p
+    shipped = RECIPES / (p.name if p.suffix in (".yaml", ".yml") else f"{p.name}.yaml")
+    if (p.parent == Path(".") or p.parent.name == "recipes") and shipped.is_file():
+        return shipped
+    raise ConfigError(f"Recipe file '{path}' does not exist (resolved against the working directory {Path.cwd()}). "
+                      f"Recipes shipped with rlvr can be named alone: {', '.join(shipped_recipes())}.")
+
+
 def read_yaml(path: str | Path) -> dict:
-    p = Path(path)
-    if not p.is_file():
-        raise ConfigError(f"Recipe file '{path}' does not exist. Recipes shipped with rlvr live in recipes/.")
+    p = resolve_recipe(path)
     try:
         data = yaml.safe_load(p.read_text()) or {}
     except yaml.YAMLError as e:
@@ -460,19 +585,54 @@ def read_yaml(path: str | Path) -> dict:
     return data
 
 
-def build_config(data: dict, source: str = "config") -> RunConfig:
+def import_plugins(specs: Any) -> None:
+    """Import the modules named in `plugins` (dotted names, or .py files relative to the working directory) so
+    that what they register is known before names are checked. A file is imported once per process."""
+    if not isinstance(specs, list) or not all(isinstance(x, str) and x for x in specs):
+        raise ConfigError(f"plugins must be a list of module names or .py files, got {specs!r}.")
+    for spec in specs:
+        if spec.endswith(".py"):
+            path = Path(spec).expanduser().resolve()
+            if not path.is_file():
+                raise ConfigError(f"plugins: file '{spec}' does not exist (resolved against the working directory "
+                                  f"{Path.cwd()}).")
+            name = f"rlvr_plugin_{path.stem}_{abs(hash(str(path)))}"
+            if name in sys.modules:
+                continue
+            module_spec = importlib.util.spec_from_file_location(name, path)
+            module = importlib.util.module_from_spec(module_spec)
+            sys.modules[name] = module
+            try:
+                module_spec.loader.exec_module(module)
+            except Exception:
+                del sys.modules[name]
+                raise
+        else:
+            try:
+                importlib.import_module(spec)
+            except ImportError as e:
+                raise ConfigError(f"plugins: cannot import module '{spec}': {e}. Is it installed, or on PYTHONPATH?"
+                                  ) from None
+
+
+def build_config(data: dict, source: str = "config", origins: Origins | None = None) -> RunConfig:
+    """Validate a config mapping, after importing its plugins; `origins` (from apply_overrides) lets an error
+    name the override that caused it."""
+    if isinstance(data, dict) and data.get("plugins"):
+        import_plugins(data["plugins"])
     try:
         return RunConfig.model_validate(data)
     except ValidationError as e:
-        raise ConfigError(_format_validation_error(e, source)) from None
+        raise ConfigError(_format_validation_error(e, source, origins)) from None
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> RunConfig:
-    """Read a YAML recipe (optional), apply `key.sub=value` overrides, validate."""
+    """Read a YAML recipe (optional; a path, or the name of a shipped recipe), apply `key.sub=value` overrides,
+    validate."""
     data = read_yaml(path) if path else {}
-    data = apply_overrides(data, overrides or [])
-    source = f"{path}" if path else "overrides"
-    return build_config(data, source)
+    origins: Origins = {}
+    data = apply_overrides(data, overrides or [], origins)
+    return build_config(data, f"{path}" if path else "overrides", origins)
 
 
 def dump_config(config: RunConfig, path: str | Path) -> None:

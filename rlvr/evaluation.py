@@ -213,7 +213,8 @@ def evaluate_model(cfg: RunConfig, model_dir: str, settings: EvalSettings, show_
     tokenizer = load_tokenizer(model_dir, cfg.model.trust_remote_code)
     model = load_model(cfg.model, name=model_dir)
     tasks = make_tasks(cfg.data.tasks, cfg.seed, cfg.data.bad_rows)
-    encode = PromptEncoder(tokenizer, cfg.model.chat_template, cfg.data.system_prompt, cfg.data.max_prompt_tokens)
+    encode = PromptEncoder(tokenizer, cfg.model.chat_template, cfg.data.system_prompt, cfg.data.max_prompt_tokens,
+                           template_kwargs=cfg.model.chat_template_kwargs)
     with RewardPool(cfg.rewards.num_workers, cfg.rewards.timeout_s,
                                max_memory_mb=cfg.rewards.worker_max_memory_mb) as pool:
         engine = make_engine(cfg.rollout.engine, model, tokenizer, cfg.rollout.batch_size)

@@ -14,6 +14,10 @@ from rlvr.errors import ConfigError, did_you_mean
 
 @functools.cache
 def resolve_function(spec: str) -> Callable:
+    if spec.startswith("python:"):
+        raise ConfigError(f"Reward '{spec}' was a Python callable handed to rlvr.train; a config file records only its "
+                          "name. Pass the callable again from Python, or name it as 'package.module:function' or "
+                          "'path/file.py:function'.")
     if ":" not in spec:
         raise ConfigError(f"Reward function '{spec}' must be 'package.module:function' or 'path/file.py:function'.")
     target, func_name = spec.rsplit(":", 1)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvr.errors import ConfigError, DataError, did_you_mean
+from rlvr.prompts import Prompt, conversation_problem
 from rlvr.tasks.base import TASKS, Problem, Task
 
 BAD_ROW_POLICIES = ("error", "skip")
@@ -124,7 +125,8 @@ def read_records(path: str | Path, split: str = "train") -> list[Row]:
     if not p.exists():
         if HUB_NAME.match(str(path)) and not p.suffix:
             return _hub_rows(str(path), split)
-        raise DataError(f"Dataset file '{path}' does not exist.")
+        where = "" if p.is_absolute() else f" (resolved against the working directory {Path.cwd()})"
+        raise DataError(f"Dataset file '{path}'{where} does not exist.")
     if p.is_dir():
         try:
             from datasets import load_from_disk
@@ -217,9 +219,10 @@ class DatasetTask(Task):
         hints = {"extra": "data.tasks[].args.extra_columns", "template": "data.tasks[].args.prompt_template"}
         return hints.get(role, f"data.tasks[].args.{role}_column=NAME")
 
-    def _prompt(self, values: dict[str, Any]) -> str:
+    def _prompt(self, values: dict[str, Any]) -> Prompt:
+        """The row's prompt: the prompt column's text or conversation (list of messages), or the template filled."""
         if self.template is None:
-            return str(values[self.columns["prompt"]])
+            return values[self.columns["prompt"]]
         return self.template.format(**{c: values[c] for c in self.template_columns})
 
     def _check_mapping(self, path: str, rows: list[Row]) -> None:
@@ -240,7 +243,22 @@ class DatasetTask(Task):
                 what = "is missing" if col not in values else "is null" if value is None else "is empty"
                 return (f"column '{col}' ({role}) {what}. Columns found: {', '.join(sorted(values)) or 'none'}. "
                         f"Fix the row, or map the column with {self._mapping_hint(role)}")
+        if self.template is None:
+            return self._prompt_value_problem(values[self.columns["prompt"]])
         return None
+
+    def _prompt_value_problem(self, value: Any) -> str | None:
+        """A prompt is text, or a conversation: a list of {'role', 'content'} messages (TRL's conversational
+        format). Anything else is a mistake, never turned into its Python repr."""
+        col = self.columns["prompt"]
+        if isinstance(value, str):
+            return None
+        if isinstance(value, list):
+            problem = conversation_problem(value)
+            return None if problem is None else f"column '{col}' (prompt) {problem}"
+        return (f"column '{col}' (prompt) holds a {type(value).__name__} ({str(value)[:60]!r}); a prompt must be "
+                "text or a list of {'role', 'content'} messages. Fix the column, or build the prompt from columns "
+                "with data.tasks[].args.prompt_template")
 
     def _reject(self, where: str, problem: str) -> None:
         """Apply the bad-row policy to an unusable row."""
