@@ -99,7 +99,7 @@ def cmd_verify(args) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     from rlvr import __version__
-    from rlvr.config import shipped_recipes
+    from rlvr.config import RECIPES, shipped_recipes
 
     parser = argparse.ArgumentParser(prog="rlvr", description="RL from verifiable rewards for language models.")
     parser.add_argument("--version", action="version", version=f"rlvr {__version__}")
@@ -118,7 +118,12 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--dry-run", action="store_true", help="print the resolved config, model size, task sizes "
                        "and the first encoded prompt, then exit without training")
     recipe_command("sft", cmd_sft, "supervised cold start on demonstrations")
-    q = sub.add_parser("quickstart", help="tiny model: SFT, then GRPO, on CPU in minutes")
+    q = sub.add_parser("quickstart", help="tiny model: SFT, then GRPO, on CPU in minutes",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description="A tiny config-built model learns 2-digit addition on a CPU: SFT on a few\n"
+                       "demonstrations, then GRPO on fresh prompts with only the verifier as reward;\n"
+                       "reports held-out accuracy before and after RL.\n\n"
+                       f"Recipe: {RECIPES / 'quickstart.yaml'}")
     q.add_argument("--seed", type=int, default=0)
     q.add_argument("--output", default="runs/quickstart")
     q.add_argument("overrides", nargs="*")
