@@ -128,10 +128,12 @@ def build_run(model: Any = None, train_dataset: Dataset | None = None, reward_fu
         save_pretrained(model, tokenizer, run_dir / "initial-model")
         set_value(data, "model.name", str(run_dir / "initial-model"), origins)
     if train_dataset is not None:
+        from rlvr.tasks.base import RESERVED_FIELDS
+
         columns = write_rows(train_dataset, run_dir / "data" / "train.jsonl", "train_dataset")
+        extra = [c for c in columns if c not in (prompt_column, answer_column, *RESERVED_FIELDS)]
         args = {"path": str(run_dir / "data" / "train.jsonl"), "prompt_column": prompt_column,
-                "answer_column": answer_column, "extra_columns": [c for c in columns
-                                                                  if c not in (prompt_column, answer_column)]}
+                "answer_column": answer_column, "extra_columns": extra}
         if eval_dataset is not None:
             write_rows(eval_dataset, run_dir / "data" / "eval.jsonl", "eval_dataset")
             args["eval_path"] = str(run_dir / "data" / "eval.jsonl")
@@ -150,7 +152,8 @@ def train(model: Any = None, train_dataset: Dataset | None = None, reward_funcs:
     model: a hub name, a local HF directory, 'tiny', or a model object (with `tokenizer=`); None: the config's.
     train_dataset / eval_dataset: rows (dicts) with a `prompt` column (text, or a list of {role, content}
     messages), an `answer` column (for the task's verifier, `accuracy`), and any other columns, all handed to
-    the reward functions as keywords; prompt_column= and answer_column= rename them.
+    the reward functions as keywords (except columns named like the call's own arguments: prompt, completion,
+    completion_tokens, truncated, max_new_tokens, verifier_score); prompt_column= and answer_column= rename them.
     reward_funcs: callables f(prompt, completion, **columns) -> float (or dict with 'score'), lambdas and
     closures included, or 'module:function' strings; they run in the reward workers with rewards.timeout_s,
     and a failure scores 0 and is counted in reward/<name>/errors|timeouts|crashes.

@@ -12,6 +12,9 @@ from rlvr.prompts import prompt_text
 from rlvr.registry import Registry
 from rlvr.verifiers.extraction import extract_answer
 
+# What every reward call is handed besides a problem's fields (rlvr.rewards.composite): no field may take these names.
+RESERVED_FIELDS = ("prompt", "completion", "completion_tokens", "truncated", "max_new_tokens", "verifier_score")
+
 
 @dataclass
 class Problem:

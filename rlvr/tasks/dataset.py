@@ -18,7 +18,7 @@ from typing import Any
 
 from rlvr.errors import ConfigError, DataError, did_you_mean
 from rlvr.prompts import Prompt, conversation_problem
-from rlvr.tasks.base import TASKS, Problem, Task
+from rlvr.tasks.base import RESERVED_FIELDS, TASKS, Problem, Task
 
 BAD_ROW_POLICIES = ("error", "skip")
 
@@ -188,6 +188,10 @@ class DatasetTask(Task):
         if solution_column:
             self.columns["solution"] = solution_column
         self.extra = extra_columns or []
+        clash = [c for c in self.extra if c in RESERVED_FIELDS]
+        if clash:
+            raise ConfigError(f"data.tasks[].args.extra_columns: {', '.join(clash)} cannot be handed to reward functions "
+                              f"(they receive {', '.join(RESERVED_FIELDS)} themselves); leave them out.")
         self.template_columns = template_columns
         rows = self._load(path, split)
         if eval_path:
