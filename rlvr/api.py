@@ -186,5 +186,6 @@ def sft(model: Any = None, train_dataset: Dataset | None = None, *, completion_c
     if train_dataset is not None:
         path = Path(cfg.tracking.output_dir).resolve() / "data" / "sft.jsonl"
         write_rows(train_dataset, path, "train_dataset")
-        cfg.sft.data_file, cfg.sft.prompt_column, cfg.sft.completion_column = str(path), prompt_column, completion_column
+        cfg.sft.data_file = str(path)
+        cfg.sft.prompt_column, cfg.sft.completion_column = prompt_column, completion_column
     return run_sft(cfg)

@@ -107,7 +107,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     def recipe_command(name, func, help_text):
         p = sub.add_parser(name, help=help_text)
-        p.add_argument("recipe", nargs="?", help=f"YAML recipe file, or a shipped recipe's name ({', '.join(shipped_recipes())})")
+        p.add_argument("recipe", nargs="?",
+                       help=f"YAML recipe file, or a shipped recipe's name ({', '.join(shipped_recipes())})")
         p.add_argument("overrides", nargs="*", help="key.sub=value overrides (anywhere on the line; list items by "
                        "index: data.tasks.0.args.path=x.jsonl)")
         p.set_defaults(func=func)
@@ -197,6 +198,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("aborted (a second interrupt); the unfinished step was not saved", file=sys.stderr)
+        print("aborted (interrupted outside a training step, or a second time); nothing since the last checkpoint "
+              "was saved", file=sys.stderr)
         return 130
     return 0

@@ -157,3 +157,10 @@ def test_sft_uses_every_row_when_asked_for_more(fast_config, tmp_path, capsys):
     no_solutions = build_config(fast_config(data={"tasks": [{"name": "dataset", "args": {"path": str(path)}}]}))
     with pytest.raises(DataError, match=r"data.tasks\[\].args.solution_column=NAME"):
         demonstrations(no_solutions)
+
+
+def test_rows_given_as_a_dataset_path_point_at_the_python_api():
+    from rlvr.tasks import make_task
+
+    with pytest.raises(ConfigError, match=r"args.path must be a file, directory or hub name, not a list.*rlvr.train"):
+        make_task("dataset", 0, {"path": [{"prompt": "1+1=", "answer": "2"}]})

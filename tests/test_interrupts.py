@@ -84,6 +84,8 @@ def test_sigint_mid_step_checkpoints_and_resume_auto_is_exact(recipes, tmp_path)
     run = tmp_path / "interrupted"
     assert [c.name for c in list_checkpoints(run / "checkpoints")] == ["step-0000002"]
     assert [r["step"] for r in _rows(run)] == [1, 2]  # the step in flight was finished and logged
+    step_2 = _rows(run)[1]  # its rewards were all scored: the signal did not reach the reward workers
+    assert step_2["reward/length/crashes"] == step_2["reward/length/timeouts"] == step_2["reward/length/errors"] == 0
 
     resumed = _train(paths["interrupted"], "--resume", "auto")
     straight = _train(paths["straight"])

@@ -176,6 +176,11 @@ class DatasetTask(Task):
                  eval_split: str = "test"):
         if not path:
             raise DataError("The dataset task needs data.tasks[].args.path: a .jsonl/.parquet/.csv file or a saved dataset.")
+        for key, value in (("path", path), ("eval_path", eval_path)):
+            if value is not None and not isinstance(value, (str, Path)):
+                raise ConfigError(f"data.tasks[].args.{key} must be a file, directory or hub name, not a "
+                                  f"{type(value).__name__}; for rows held in memory use rlvr.train(train_dataset=rows, "
+                                  "eval_dataset=...).")
         if bad_rows not in BAD_ROW_POLICIES:
             raise ConfigError(f"bad_rows must be one of {', '.join(BAD_ROW_POLICIES)}, got {bad_rows!r}.")
         self.verifier, self.bad_rows = verifier, bad_rows
@@ -190,8 +195,8 @@ class DatasetTask(Task):
         self.extra = extra_columns or []
         clash = [c for c in self.extra if c in RESERVED_FIELDS]
         if clash:
-            raise ConfigError(f"data.tasks[].args.extra_columns: {', '.join(clash)} cannot be handed to reward functions "
-                              f"(they receive {', '.join(RESERVED_FIELDS)} themselves); leave them out.")
+            raise ConfigError(f"data.tasks[].args.extra_columns: {', '.join(clash)} cannot be handed to reward "
+                              f"functions (they receive {', '.join(RESERVED_FIELDS)} themselves); leave them out.")
         self.template_columns = template_columns
         rows = self._load(path, split)
         if eval_path:
