@@ -3,6 +3,7 @@ overrides; the README's example runs as written (and learns, marked slow)."""
 
 from __future__ import annotations
 
+import json
 import re
 import time
 
@@ -10,6 +11,7 @@ import pytest
 from conftest import FAST, ROOT, merge
 
 import rlvr
+from rlvr.cli import main
 from rlvr.errors import ConfigError, DataError
 
 ROWS = [{"prompt": f"{a}+{b}=", "answer": str(a + b), "a": a} for a in range(5) for b in range(5)]
@@ -31,7 +33,8 @@ def test_train_from_rows_and_callables(tmp_path):
         return bonus * (a + 1)
 
     result = rlvr.train("tiny", ROWS, [correct, lambda prompt, completion, **_: len(completion) / 10, closure],
-                        config=tiny_config(tmp_path), steps=2, **{"optim.lr": 2e-3}, rollout={"max_new_tokens": 3})
+                        eval_dataset=ROWS[:4], config=tiny_config(tmp_path), steps=2, **{"optim.lr": 2e-3},
+                        rollout={"max_new_tokens": 3})
     assert result.run_dir == tmp_path / "run" and result.checkpoint.name == "step-0000002"
     assert [row["step"] for row in result.history()] == [1, 2]
     m = result.metrics
@@ -43,6 +46,9 @@ def test_train_from_rows_and_callables(tmp_path):
     saved = (tmp_path / "run" / "config.yaml").read_text()
     assert str(tmp_path / "run" / "data" / "train.jsonl") in saved
     assert re.search(r"function: python:test_python_api\.test_train_from_rows_and_callables\.closure", saved)
+    # `rlvr eval RUN` evaluates the newest checkpoint on the rows written beside it (verifier only).
+    assert main(["eval", str(result.run_dir), "--num-problems", "4", "--output", str(tmp_path / "eval")]) == 0
+    assert json.loads((tmp_path / "eval" / "eval.json").read_text())["problems"] == 4
 
 
 def test_failing_and_hanging_callables_are_counted_not_fatal(tmp_path):
