@@ -535,7 +535,7 @@ def _list_item(items: list, part: str, text: str, where: str) -> int:
 
 def apply_overrides(data: dict, overrides: list[str], origins: Origins | None = None) -> dict:
     """Set each `key.sub=value` in `data`. List items are addressed by index (data.tasks.0.args.path=x); a list
-    or section the recipe leaves out starts from the schema's default. `origins` records which override set
+    the recipe leaves out starts from the schema's default (a section starts empty, so presets still fill it). `origins` records which override set
     which key, so errors can name it."""
     return _apply(data, [(*parse_override(text), text) for text in overrides], origins)
 
@@ -552,8 +552,8 @@ def _apply(data: dict, settings: list[tuple[list[str], Any, str]], origins: Orig
                 continue
             child = node.get(part)
             if child is None:
-                default = _default_at(path[: i + 1])
-                child = node[part] = default if isinstance(default, (dict, list)) else {}
+                default = _default_at(path[: i + 1])  # a list the recipe leaves out starts from its default
+                child = node[part] = default if isinstance(default, list) else {}
             elif not isinstance(child, (dict, list)):
                 raise ConfigError(f"Override '{text}': '{'.'.join(path[: i + 1])}' is a value, not a section.")
             node = child
