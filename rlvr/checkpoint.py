@@ -183,6 +183,10 @@ def resolve_resume(resume: str, output_dir: str | Path) -> Path | None:
             raise RlvrError(f"--resume auto: every checkpoint of {output_dir} is damaged ({'; '.join(damaged)}). "
                             f"Start a new run in another tracking.output_dir.")
         return None
+    if not Path(resume).expanduser().exists():
+        raise RlvrError(f"--resume {resume}: no such directory (relative paths are resolved against the working "
+                        f"directory {Path.cwd()}). Give a checkpoint directory such as "
+                        f"{Path(output_dir) / 'checkpoints' / 'step-0000010'}, or --resume auto for the run's newest.")
     problem = checkpoint_damage(resume)
     if problem is not None:
         raise RlvrError(f"--resume {resume}: not an intact rlvr checkpoint: {problem}. "

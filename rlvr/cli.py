@@ -18,10 +18,27 @@ def cmd_train(args) -> None:
     from rlvr.distributed import end_processes
     from rlvr.trainer import Trainer
 
+    cfg = _config(args)
+    if args.dry_run:
+        print_dry_run(cfg)
+        return
     try:
-        Trainer(_config(args), resume=args.resume).fit()
+        Trainer(cfg, resume=args.resume).fit()
     finally:
         end_processes()
+
+
+def print_dry_run(cfg) -> None:
+    """The resolved config and the run's facts (model size, task sizes, the first prompt as encoded)."""
+    import yaml
+
+    from rlvr.run_facts import describe_run, format_facts
+
+    print("# resolved config")
+    print(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False).rstrip())
+    print("\n# run")
+    print(format_facts(describe_run(cfg)))
+    print("\ndry run: nothing was trained or written.")
 
 
 def cmd_sft(args) -> None:
@@ -81,20 +98,33 @@ def cmd_verify(args) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from rlvr import __version__
+    from rlvr.config import RECIPES, shipped_recipes
+
     parser = argparse.ArgumentParser(prog="rlvr", description="RL from verifiable rewards for language models.")
+    parser.add_argument("--version", action="version", version=f"rlvr {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     def recipe_command(name, func, help_text):
         p = sub.add_parser(name, help=help_text)
-        p.add_argument("recipe", nargs="?", help="YAML recipe (see recipes/)")
-        p.add_argument("overrides", nargs="*", help="key.sub=value overrides")
+        p.add_argument("recipe", nargs="?",
+                       help=f"YAML recipe file, or a shipped recipe's name ({', '.join(shipped_recipes())})")
+        p.add_argument("overrides", nargs="*", help="key.sub=value overrides (anywhere on the line; list items by "
+                       "index: data.tasks.0.args.path=x.jsonl)")
         p.set_defaults(func=func)
         return p
 
-    recipe_command("train", cmd_train, "RL-train a policy").add_argument(
-        "--resume", help="checkpoint directory, or 'auto' for the run's newest complete checkpoint")
+    train = recipe_command("train", cmd_train, "RL-train a policy")
+    train.add_argument("--resume", help="checkpoint directory, or 'auto' for the run's newest complete checkpoint")
+    train.add_argument("--dry-run", action="store_true", help="print the resolved config, model size, task sizes "
+                       "and the first encoded prompt, then exit without training")
     recipe_command("sft", cmd_sft, "supervised cold start on demonstrations")
-    q = sub.add_parser("quickstart", help="tiny model: SFT, then GRPO, on CPU in minutes")
+    q = sub.add_parser("quickstart", help="tiny model: SFT, then GRPO, on CPU in minutes",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description="A tiny config-built model learns 2-digit addition on a CPU: SFT on a few\n"
+                       "demonstrations, then GRPO on fresh prompts with only the verifier as reward;\n"
+                       "reports held-out accuracy before and after RL.\n\n"
+                       f"Recipe: {RECIPES / 'quickstart.yaml'}")
     q.add_argument("--seed", type=int, default=0)
     q.add_argument("--output", default="runs/quickstart")
     q.add_argument("overrides", nargs="*")
@@ -104,9 +134,10 @@ def build_parser() -> argparse.ArgumentParser:
                        "accuracy and, from --samples N completions per problem, pass@k, maj@k, avg@N with bootstrap "
                        "intervals, the reasoning boundary between models, answer diversity and token entropy. "
                        "With --output: eval.json, report.md, passk.png, boundary.png (docs/evaluation.md).")
-    e.add_argument("models", nargs="+", help="model directories (HF format), e.g. an SFT and an RL checkpoint")
+    e.add_argument("models", nargs="+", help="model directories (HF format), checkpoints (RUN/checkpoints/step-N) "
+                   "or run directories (their newest checkpoint)")
     e.add_argument("--task", help="a registered task with default arguments (see `rlvr tasks`); default: the "
-                   "recipe's tasks")
+                   "recipe's tasks, else those of the first model's run (its config.yaml)")
     e.add_argument("--recipe", help="YAML recipe giving task arguments, prompts, model loading and sampling")
     e.add_argument("--samples", type=int, default=0, help="completions sampled per problem, N (0: greedy only)")
     e.add_argument("--k", help="comma-separated k for pass@k and maj@k (default: 1, 2, 4, ... up to N)")
@@ -137,18 +168,37 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """Parse, taking `key=value` overrides wherever they stand (after options too: `rlvr train r.yaml --resume
+    auto steps=1`)."""
+    args, extra = parser.parse_known_args(argv)
+    takes_overrides = isinstance(getattr(args, "overrides", None), list) and args.command != "verify"
+    unknown = [a for a in extra if not (takes_overrides and "=" in a and not a.startswith("-"))]
+    if unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    if extra:
+        args.overrides += extra
     # 'rlvr train optim.lr=1e-5' (no recipe): the first positional is an override, not a file.
     if getattr(args, "recipe", None) and "=" in args.recipe and not args.recipe.endswith((".yaml", ".yml")):
         args.overrides.insert(0, args.recipe)
         args.recipe = None
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    from rlvr.interrupts import TrainingInterrupted
+
+    args = parse_args(build_parser(), argv)
     try:
         args.func(args)
+    except TrainingInterrupted as e:
+        print(str(e), file=sys.stderr)
+        return e.exit_code
     except RlvrError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        print("aborted (interrupted outside a training step, or a second time); nothing since the last checkpoint "
+              "was saved", file=sys.stderr)
         return 130
     return 0

@@ -6,11 +6,23 @@ completions each; micro-batches are counted in sequences.
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
 
 from rlvr.errors import ConfigError, did_you_mean
 
@@ -24,21 +36,21 @@ class Section(BaseModel):
 class TinyModelConfig(Section):
     """A config-built decoder plus a tokenizer trained locally on the task's text (offline demos, tests)."""
 
-    architecture: Literal["llama", "qwen2"] = "llama"
-    hidden_size: int = Field(128, gt=0)
-    num_layers: int = Field(4, gt=0)
-    num_heads: int = Field(4, gt=0)
-    intermediate_size: int = Field(512, gt=0)
-    max_position_embeddings: int = Field(256, gt=0)
+    architecture: Literal["llama", "qwen2"] = Field("llama", description="Decoder family of the config-built model.")
+    hidden_size: int = Field(128, gt=0, description="Width of the residual stream.")
+    num_layers: int = Field(4, gt=0, description="Decoder layers.")
+    num_heads: int = Field(4, gt=0, description="Attention heads (as many key/value heads).")
+    intermediate_size: int = Field(512, gt=0, description="Width of the MLP.")
+    max_position_embeddings: int = Field(256, gt=0, description="Context length in tokens (prompt plus completion).")
     vocab_size: int = Field(128, gt=0, description="Target vocabulary of the locally trained BPE tokenizer.")
 
 
 class LoraSettings(Section):
     """LoRA adapters (peft): rank, scale alpha, dropout and which modules get them."""
 
-    r: int = Field(16, gt=0)
-    alpha: float = Field(32.0, gt=0)
-    dropout: float = Field(0.0, ge=0, lt=1)
+    r: int = Field(16, gt=0, description="Rank of the adapter matrices.")
+    alpha: float = Field(32.0, gt=0, description="Scale: adapters are multiplied by alpha / r.")
+    dropout: float = Field(0.0, ge=0, lt=1, description="Dropout on the adapters' input.")
     target_modules: str | list[str] = Field("all-linear", description="peft target_modules: 'all-linear' or "
                                                                         "module names such as [q_proj, v_proj].")
 
@@ -46,12 +58,20 @@ class LoraSettings(Section):
 class ModelConfig(Section):
     name: str = Field("tiny", description="Hub name, local HF directory, or 'tiny' for a config-built model.")
     tokenizer: str | None = Field(None, description="Tokenizer name/path when it differs from the model's.")
-    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "float32"
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field("float32", description="Parameter dtype of the "
+        "policy (and reference); 'auto' takes the checkpoint's.")
     attn_implementation: str | None = Field(None, description="e.g. 'sdpa', 'eager', 'flash_attention_2'.")
-    gradient_checkpointing: bool = False
-    trust_remote_code: bool = False
+    gradient_checkpointing: bool = Field(False, description="Recompute activations in the backward pass (less memory, "
+        "slower).")
+    trust_remote_code: bool = Field(False, description="Allow model/tokenizer code from the hub repository "
+        "(transformers' trust_remote_code).")
     chat_template: Literal["auto", "always", "never"] = Field(
-        "auto", description="Wrap prompts with the tokenizer's chat template (auto: when it has one)."
+        "auto", description="Wrap prompts with the tokenizer's chat template (auto: when it has one). Conversational "
+        "prompts (lists of messages) always need one."
+    )
+    chat_template_kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="Extra keyword arguments for the tokenizer's apply_chat_template, e.g. "
+        "{enable_thinking: false} for Qwen3 (TRL's chat_template_kwargs)."
     )
     tiny: TinyModelConfig = TinyModelConfig()
     lora: LoraSettings | None = Field(None, description="Train LoRA adapters only (needs peft); the reference "
@@ -60,7 +80,8 @@ class ModelConfig(Section):
 
 class TaskConfig(Section):
     name: str = Field(..., description="A registered task (see `rlvr tasks`).")
-    weight: float = Field(1.0, gt=0)
+    weight: float = Field(1.0, gt=0, description="Share of prompts drawn from this task by the mixture sampler "
+        "(relative to the others).")
     args: dict[str, Any] = Field(default_factory=dict, description="Task-specific arguments.")
     label: str | None = Field(None, description="Name in per-source metrics; defaults to the task's own label.")
 
@@ -79,8 +100,11 @@ class NamedPart(Section):
 
 
 class DataConfig(Section):
-    tasks: list[TaskConfig] = Field(default_factory=lambda: [TaskConfig(name="arithmetic")], min_length=1)
-    prompts_per_step: int = Field(16, gt=0)
+    tasks: list[TaskConfig] = Field(
+        default_factory=lambda: [TaskConfig(name="arithmetic")], min_length=1, description="Prompt sources, each a "
+        "registered task with arguments (see `rlvr tasks`); e.g. {name: dataset, args: {path: train.jsonl}}.")
+    prompts_per_step: int = Field(16, gt=0, description="Distinct prompts per RL step (each gets "
+        "rollout.samples_per_prompt completions).")
     sampler: NamedPart = Field(default_factory=lambda: NamedPart(name="mixture"), description=(
         "Which prompts a step generates for: mixture (by data.tasks[].weight), uniform (epochs over all sources), "
         "ucb (DUMP), mopps; see docs/curriculum.md."))
@@ -102,7 +126,8 @@ class DataConfig(Section):
             except ConfigError as e:
                 raise ConfigError(f"data.{key}.name: {e}") from None
         return self
-    system_prompt: str | None = None
+    system_prompt: str | None = Field(None, description="System message put before every prompt (conversational rows "
+        "with their own system message keep theirs); without a chat template it is prepended as text.")
     max_prompt_tokens: int = Field(
         1024, gt=0, description="Longest prompt in tokens; the model's context minus rollout.max_new_tokens caps it too."
     )
@@ -114,12 +139,15 @@ class DataConfig(Section):
 
 
 class RolloutConfig(Section):
-    engine: str = "hf"
-    samples_per_prompt: int = Field(8, gt=0)
-    temperature: float = Field(1.0, gt=0)
-    top_p: float = Field(1.0, gt=0, le=1)
+    engine: str = Field("hf", description="Generation engine (registered; 'hf' is the reference).")
+    samples_per_prompt: int = Field(8, gt=0, description="Completions per prompt: the group of group-relative "
+        "advantages (TRL num_generations, verl rollout.n).")
+    temperature: float = Field(1.0, gt=0, description="Sampling temperature; logprobs for the loss use the same "
+        "temperature.")
+    top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling mass (1 disables).")
     top_k: int = Field(0, ge=0, description="0 disables top-k.")
-    max_new_tokens: int = Field(256, gt=0)
+    max_new_tokens: int = Field(256, gt=0, description="Longest completion in tokens; longer ones are cut and flagged "
+        "truncated.")
     min_new_tokens: int = Field(0, ge=0, description="EOS is not sampled before this many tokens.")
     stop: list[str] = Field(default_factory=list, description="Stop strings (kept in the completion).")
     batch_size: int = Field(256, gt=0, description="Sequences generated together.")
@@ -146,8 +174,9 @@ class AlgorithmConfig(Section):
     positive_weight: float = Field(1.0, ge=0, description="Multiplies positive advantages (PSR weight).")
     negative_weight: float = Field(1.0, ge=0, description="Multiplies negative advantages (NSR weight).")
     policy_loss: str = Field("ppo_clip", description="A registered policy loss (see `rlvr algorithms`).")
-    clip_eps_low: float = Field(0.2, ge=0)
-    clip_eps_high: float = Field(0.2, ge=0)
+    clip_eps_low: float = Field(0.2, ge=0, description="PPO clip: ratio floor 1 - clip_eps_low.")
+    clip_eps_high: float = Field(0.2, ge=0, description="PPO clip: ratio ceiling 1 + clip_eps_high (0.28: DAPO "
+        "clip-higher).")
     dual_clip_c: float | None = Field(None, gt=1, description="Dual-clip bound for negative advantages (e.g. 3).")
     cispo_two_sided: bool = Field(
         False, description="CISPO: also clip the importance weight from below at 1 - clip_eps_low (default: cap only "
@@ -155,7 +184,8 @@ class AlgorithmConfig(Section):
     )
     dcpo_ratio_max: float = Field(10.0, gt=1, description="DCPO: ceiling of the dynamic upper clip bound.")
     loss_aggregation: Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"] = (
-        "token-mean"
+        Field("token-mean", description="How token losses become one number (docs/algorithms.md): token-mean over "
+              "all tokens of the step, per-sequence sums or means, or Dr.GRPO's constant normalizer.")
     )
     loss_norm_constant: int | None = Field(None, gt=0, description="seq-mean-token-sum-norm divisor; default max_new_tokens.")
     high_entropy_fraction: float | None = Field(
@@ -164,7 +194,8 @@ class AlgorithmConfig(Section):
     )
     mask_truncated: bool = Field(False, description="No loss on completions cut at max_new_tokens (DAPO overlong filtering).")
     kl_coef: float = Field(0.0, ge=0, description="Weight of KL to the frozen reference; 0 loads no reference.")
-    kl_estimator: Literal["k1", "k2", "k3", "abs", "k1+", "k3+"] = "k3"
+    kl_estimator: Literal["k1", "k2", "k3", "abs", "k1+", "k3+"] = Field("k3", description="Estimator of KL to the "
+        "reference: k1, k2, k3 (Schulman), abs, or the '+' variants (k3's value, k2's gradient).")
     kl_placement: Literal["loss", "reward"] = Field(
         "loss", description="'loss': coef * KL added to the loss; 'reward': subtracted from the token rewards."
     )
@@ -172,7 +203,7 @@ class AlgorithmConfig(Section):
         None, gt=0, description="Adaptive KL coefficient towards this KL per token (Ziegler et al. 2019); None: fixed."
     )
     kl_horizon: int = Field(10000, gt=0, description="Adaptive KL controller horizon, in samples.")
-    entropy_coef: float = Field(0.0, ge=0)
+    entropy_coef: float = Field(0.0, ge=0, description="Weight of an entropy bonus subtracted from the loss (0: none).")
 
     @model_validator(mode="before")
     @classmethod
@@ -199,14 +230,17 @@ class AlgorithmConfig(Section):
 
 
 class OptimConfig(Section):
-    lr: float = Field(1e-6, gt=0)
-    schedule: Literal["constant", "linear", "cosine"] = "constant"
-    warmup_steps: int = Field(0, ge=0)
-    weight_decay: float = Field(0.0, ge=0)
-    betas: tuple[float, float] = (0.9, 0.999)
-    grad_clip: float | None = Field(1.0, gt=0)
+    lr: float = Field(1e-6, gt=0, description="AdamW learning rate.")
+    schedule: Literal["constant", "linear", "cosine"] = Field("constant", description="Learning-rate schedule after "
+        "warm-up, over all optimizer updates of the run.")
+    warmup_steps: int = Field(0, ge=0, description="Optimizer updates with a linear warm-up from lr / warmup_steps to "
+        "lr.")
+    weight_decay: float = Field(0.0, ge=0, description="AdamW decoupled weight decay.")
+    betas: tuple[float, float] = Field((0.9, 0.999), description="AdamW (beta1, beta2).")
+    grad_clip: float | None = Field(1.0, gt=0, description="Clip the global gradient norm to this (null: no clipping).")
     micro_batch_size: int = Field(8, gt=0, description="Sequences per forward/backward.")
-    ppo_epochs: int = Field(1, gt=0)
+    ppo_epochs: int = Field(1, gt=0, description="Passes over each step's samples (TRL num_iterations, verl "
+        "ppo_epochs); above 1 the importance ratio leaves 1 and the clip matters.")
     mini_batches: int = Field(1, gt=0, description="Optimizer steps per epoch over the step's samples.")
     max_nonfinite_steps: int = Field(
         10, ge=1, description="Stop the run after this many steps in a row whose loss or gradient was NaN/inf "
@@ -215,25 +249,46 @@ class OptimConfig(Section):
 
 
 class RewardFunctionConfig(Section):
-    function: str = Field(..., description="'task' (the task's verifier), 'package.module:fn' or 'path/file.py:fn'.")
-    weight: float = 1.0
+    function: str | Callable[..., Any] = Field(..., description="'task' (the task's verifier), 'package.module:fn' "
+                                               "or 'path/file.py:fn'; from Python also a callable (rlvr.train).")
+    weight: float = Field(1.0, description="Multiplies this function's reward in the total.")
     name: str | None = Field(None, description="Metric name; defaults to the function's name.")
     args: dict[str, Any] = Field(default_factory=dict, description="Extra keyword arguments for this function.")
     batched: bool = Field(False, description="Call f(prompts, completions, **fields) once per prompt group, with "
                                              "lists (one entry per sample); it returns one reward per sample.")
 
+    @field_serializer("function", when_used="json")
+    def _callable_as_text(self, function: str | Callable) -> str:
+        """A callable is written to config.yaml as 'python:module.name' (a record; it cannot be loaded back)."""
+        return function if isinstance(function, str) else f"{PYTHON_CALLABLE}{callable_name(function, True)}"
+
     @property
     def metric_name(self) -> str:
         """`name`, else 'verifier' for the task's verifier, else the function's name."""
+        if callable(self.function):
+            return self.name or callable_name(self.function)
         return self.name or ("verifier" if self.function == "task" else self.function.rsplit(":", 1)[-1])
+
+
+PYTHON_CALLABLE = "python:"
+
+
+def callable_name(function: Callable, qualified: bool = False) -> str:
+    """A reward callable's name: its __name__ ('lambda' for a lambda), with its module when `qualified`."""
+    name = getattr(function, "__qualname__" if qualified else "__name__", None) or type(function).__name__
+    name = name.replace("<lambda>", "lambda").replace("<locals>.", "")
+    return f"{getattr(function, '__module__', None) or '?'}.{name}" if qualified else name
 
 
 class RewardsConfig(Section):
     functions: list[RewardFunctionConfig] = Field(
-        default_factory=lambda: [RewardFunctionConfig(function="task", name="verifier")], min_length=1
+        default_factory=lambda: [RewardFunctionConfig(function="task", name="verifier")], min_length=1,
+        description="Reward functions summed with their weights; 'task' is the task's verifier (always scored: it "
+        "defines accuracy)."
     )
     timeout_s: float = Field(10.0, gt=0, description="Per-item wall-clock limit.")
-    num_workers: int = Field(2, ge=1)
+    num_workers: int = Field(2, ge=1, description="Reward worker processes scoring in parallel (each item limited to "
+        "timeout_s).")
     worker_max_memory_mb: int = Field(4096, ge=64, description="A worker whose resident memory grows past this "
                                       "(a leaking reward) is replaced between items.")
     max_failure_rate: float = Field(
@@ -291,14 +346,16 @@ class ClusterConfig(Section):
 
 
 class TrackingConfig(Section):
-    output_dir: str = "runs/default"
-    console: bool = True
-    tensorboard: Literal["auto", "on", "off"] = "auto"
+    output_dir: str = Field("runs/default", description="The run's directory: config.yaml, metrics.jsonl, "
+                            "checkpoints/, tensorboard/.")
+    console: bool = Field(True, description="Progress bar with ETA and a compact metrics line on the terminal.")
+    tensorboard: Literal["auto", "on", "off"] = Field("auto", description="TensorBoard event files in "
+        "<output_dir>/tensorboard (auto: when installed).")
 
 
 class CheckpointConfig(Section):
     every_steps: int = Field(0, ge=0, description="0: only at the end.")
-    keep_last: int = Field(2, ge=1)
+    keep_last: int = Field(2, ge=1, description="Checkpoints kept (older ones deleted; the best model is kept apart).")
 
 
 class EvalConfig(Section):
@@ -306,8 +363,9 @@ class EvalConfig(Section):
     sampled completions per problem (docs/evaluation.md)."""
 
     every_steps: int = Field(0, ge=0, description="0: no evaluation during training.")
-    num_problems: int = Field(100, gt=0)
-    max_new_tokens: int | None = None
+    num_problems: int = Field(100, gt=0, description="Held-out problems per task (at most the eval split).")
+    max_new_tokens: int | None = Field(None, description="Completion limit for evaluation (default: "
+        "rollout.max_new_tokens).")
     samples: int = Field(0, ge=0, description="Completions sampled per problem for eval/pass@k, eval/maj@k and "
                          "eval/avg@N (0: greedy accuracy only).")
     k: list[int] = Field(default_factory=list, description="The k of pass@k and maj@k (default: 1 and samples).")
@@ -334,22 +392,26 @@ class SFTConfig(Section):
     """Supervised cold start on (prompt, completion) pairs; loss on completion tokens only."""
 
     data_file: str | None = Field(None, description="JSONL/Parquet/CSV of pairs; default: the tasks' reference solutions.")
-    prompt_column: str = "prompt"
-    completion_column: str = "completion"
+    prompt_column: str = Field("prompt", description="Column of sft.data_file holding the prompt.")
+    completion_column: str = Field("completion", description="Column of sft.data_file holding the target completion.")
     num_examples: int = Field(256, gt=0, description="Demonstrations drawn from the tasks when no data_file is given.")
     seed_offset: int = Field(
         1, description="Demonstrations come from the tasks' train stream at seed + seed_offset, so RL prompts are fresh."
     )
-    epochs: int = Field(10, gt=0)
+    epochs: int = Field(10, gt=0, description="Passes over the demonstrations.")
     time_budget_s: float | None = Field(None, gt=0, description="Stop after this many seconds (epochs still cap).")
-    lr: float = Field(1e-3, gt=0)
+    lr: float = Field(1e-3, gt=0, description="AdamW learning rate of SFT.")
     batch_size: int = Field(32, gt=0, description="Sequences per optimizer step.")
     output_dir: str | None = Field(None, description="Default: <tracking.output_dir>/sft.")
 
 
 class RunConfig(Section):
-    seed: int = 0
-    steps: int = Field(100, gt=0)
+    plugins: list[str] = Field(default_factory=list, description=(
+        "Modules imported before the config is checked, so the advantage estimators, losses, tasks, samplers ... "
+        "they register can be named in it: 'my_pkg.my_losses' or 'path/to/file.py' (relative to the working "
+        "directory); see docs/extending.md."))
+    seed: int = Field(0, description="Seeds model initialisation (tiny), prompt sampling and generation.")
+    steps: int = Field(100, gt=0, description="RL steps: each generates, scores and trains on one batch.")
     model: ModelConfig = ModelConfig()
     data: DataConfig = DataConfig()
     rollout: RolloutConfig = RolloutConfig()
@@ -411,23 +473,39 @@ def _section_keys(model: type[BaseModel], path: tuple[str, ...]) -> list[str]:
     return list(model.model_fields)
 
 
-def _format_validation_error(err: ValidationError, source: str) -> str:
-    lines = [f"Invalid configuration ({source}):"]
+Origins = dict[tuple[str, ...], str]  # dotted key path -> the override that set it
+
+
+def _override_of(loc: tuple[str, ...], origins: Origins) -> str | None:
+    """The override that set the value at `loc` (or a section or list holding it, or a key inside it)."""
+    matches = [k for k in origins if loc[: len(k)] == k or (loc and k[: len(loc)] == loc)]
+    return origins[max(matches, key=len)] if matches else None
+
+
+def _format_validation_error(err: ValidationError, source: str, origins: Origins | None = None) -> str:
+    lines, blamed = [], []
     for e in err.errors():
         loc = tuple(str(p) for p in e["loc"])
         dotted = ".".join(loc) or "(top level)"
         if e["type"] == "extra_forbidden":
             hint = did_you_mean(loc[-1], _section_keys(RunConfig, tuple(p for p in loc[:-1] if not p.isdigit())))
             valid = _section_keys(RunConfig, tuple(p for p in loc[:-1] if not p.isdigit()))
-            lines.append(f"  unknown key '{dotted}'.{hint} Valid keys here: {', '.join(valid)}.")
+            line = f"  unknown key '{dotted}'.{hint} Valid keys here: {', '.join(valid)}."
         elif e["type"] == "missing":
-            lines.append(f"  '{dotted}' is required; set it in the recipe or as {dotted}=VALUE.")
+            line = f"  '{dotted}' is required; set it in the recipe or as {dotted}=VALUE."
         else:
             got = e.get("input")
             shown = repr(got) if not isinstance(got, dict) else "a mapping"
             msg = e["msg"].removeprefix("Value error, ")
-            lines.append(f"  '{dotted}': {msg} (got {shown}).")
-    return "\n".join(lines)
+            line = f"  '{dotted}': {msg} (got {shown})."
+        override = _override_of(loc, origins or {}) if loc else None
+        blamed.append(override)
+        lines.append(f"{line} Set by the override {override!r}." if override else line)
+    if all(blamed):
+        header = f"Invalid override{'s' if len(set(blamed)) > 1 else ''} {', '.join(map(repr, dict.fromkeys(blamed)))}:"
+    else:
+        header = f"Invalid configuration ({source}):"
+    return "\n".join([header, *lines])
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
@@ -450,25 +528,95 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     return key.split("."), value
 
 
-def apply_overrides(data: dict, overrides: list[str]) -> dict:
-    for text in overrides:
-        path, value = parse_override(text)
-        node = data
-        for part in path[:-1]:
+def _default_at(path: list[str]) -> Any:
+    """The schema's default value at a dotted path (None when there is none), e.g. the default data.tasks list."""
+    node: Any = RunConfig().model_dump(mode="json")
+    for part in path:
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return None
+    return node
+
+
+def _list_item(items: list, part: str, text: str, where: str) -> int:
+    if not part.isdigit():
+        raise ConfigError(f"Override '{text}': '{where}' is a list; address an item by its index, e.g. "
+                          f"{where}.0.{part}=..., or give the whole list: {where}='[...]'.")
+    if int(part) >= len(items):
+        raise ConfigError(f"Override '{text}': '{where}' has {len(items)} item(s), so there is no item {part}. "
+                          f"To add items, give the whole list: {where}='[{{...}}, {{...}}]' (YAML).")
+    return int(part)
+
+
+def apply_overrides(data: dict, overrides: list[str], origins: Origins | None = None) -> dict:
+    """Set each `key.sub=value` in `data`. List items are addressed by index (data.tasks.0.args.path=x); a list
+    the recipe leaves out starts from the schema's default (a section starts empty, so presets still fill it). `origins` records which override set
+    which key, so errors can name it."""
+    return _apply(data, [(*parse_override(text), text) for text in overrides], origins)
+
+
+def _apply(data: dict, settings: list[tuple[list[str], Any, str]], origins: Origins | None) -> dict:
+    for path, value, text in settings:
+        node: Any = data
+        for i, part in enumerate(path[:-1]):
+            where = ".".join(path[:i])
+            if isinstance(node, list):
+                node = node[_list_item(node, part, text, where)]
+                if not isinstance(node, dict):
+                    raise ConfigError(f"Override '{text}': '{where}.{part}' is a value, not a section.")
+                continue
             child = node.get(part)
             if child is None:
-                child = node[part] = {}
-            elif not isinstance(child, dict):
-                raise ConfigError(f"Override '{text}': '{part}' is a value, not a section.")
+                default = _default_at(path[: i + 1])  # a list the recipe leaves out starts from its default
+                child = node[part] = default if isinstance(default, list) else {}
+            elif not isinstance(child, (dict, list)):
+                raise ConfigError(f"Override '{text}': '{'.'.join(path[: i + 1])}' is a value, not a section.")
             node = child
-        node[path[-1]] = value
+        if isinstance(node, list):
+            node[_list_item(node, path[-1], text, ".".join(path[:-1]))] = value
+        else:
+            node[path[-1]] = value
+        if origins is not None:
+            origins[tuple(path)] = text
     return data
 
 
+def set_value(data: dict, key: str, value: Any, origins: Origins | None = None) -> dict:
+    """Set the dotted `key` to a Python value (rlvr.train's keyword overrides); a dict value merges key by key."""
+    if isinstance(value, dict) and value:
+        for sub, item in value.items():
+            set_value(data, f"{key}.{sub}", item, origins)
+        return data
+    text = f"{key}={value!r}"
+    return _apply(data, [(key.split("."), value, text)], origins)
+
+
+RECIPES = Path(__file__).resolve().parent / "recipes"
+
+
+def shipped_recipes() -> list[str]:
+    """Names of the recipes that ship with rlvr (rlvr/recipes/NAME.yaml)."""
+    return sorted(p.stem for p in RECIPES.glob("*.yaml"))
+
+
+def resolve_recipe(path: str | Path) -> Path:
+    """A recipe file: the path as given (relative to the working directory), else a shipped recipe by name
+    ('grpo', 'quickstart.yaml', 'recipes/grpo.yaml')."""
+    p = Path(path).expanduser()
+    if p.is_file():
+        return p
+    shipped = RECIPES / (p.name if p.suffix in (".yaml", ".yml") else f"{p.name}.yaml")
+    if (p.parent == Path(".") or p.parent.name == "recipes") and shipped.is_file():
+        return shipped
+    raise ConfigError(f"Recipe file '{path}' does not exist (resolved against the working directory {Path.cwd()}). "
+                      f"Recipes shipped with rlvr can be named alone: {', '.join(shipped_recipes())}.")
+
+
 def read_yaml(path: str | Path) -> dict:
-    p = Path(path)
-    if not p.is_file():
-        raise ConfigError(f"Recipe file '{path}' does not exist. Recipes shipped with rlvr live in recipes/.")
+    p = resolve_recipe(path)
     try:
         data = yaml.safe_load(p.read_text()) or {}
     except yaml.YAMLError as e:
@@ -478,19 +626,54 @@ def read_yaml(path: str | Path) -> dict:
     return data
 
 
-def build_config(data: dict, source: str = "config") -> RunConfig:
+def import_plugins(specs: Any) -> None:
+    """Import the modules named in `plugins` (dotted names, or .py files relative to the working directory) so
+    that what they register is known before names are checked. A file is imported once per process."""
+    if not isinstance(specs, list) or not all(isinstance(x, str) and x for x in specs):
+        raise ConfigError(f"plugins must be a list of module names or .py files, got {specs!r}.")
+    for spec in specs:
+        if spec.endswith(".py"):
+            path = Path(spec).expanduser().resolve()
+            if not path.is_file():
+                raise ConfigError(f"plugins: file '{spec}' does not exist (resolved against the working directory "
+                                  f"{Path.cwd()}).")
+            name = f"rlvr_plugin_{path.stem}_{abs(hash(str(path)))}"
+            if name in sys.modules:
+                continue
+            module_spec = importlib.util.spec_from_file_location(name, path)
+            module = importlib.util.module_from_spec(module_spec)
+            sys.modules[name] = module
+            try:
+                module_spec.loader.exec_module(module)
+            except Exception:
+                del sys.modules[name]
+                raise
+        else:
+            try:
+                importlib.import_module(spec)
+            except ImportError as e:
+                raise ConfigError(f"plugins: cannot import module '{spec}': {e}. Is it installed, or on PYTHONPATH?"
+                                  ) from None
+
+
+def build_config(data: dict, source: str = "config", origins: Origins | None = None) -> RunConfig:
+    """Validate a config mapping, after importing its plugins; `origins` (from apply_overrides) lets an error
+    name the override that caused it."""
+    if isinstance(data, dict) and data.get("plugins"):
+        import_plugins(data["plugins"])
     try:
         return RunConfig.model_validate(data)
     except ValidationError as e:
-        raise ConfigError(_format_validation_error(e, source)) from None
+        raise ConfigError(_format_validation_error(e, source, origins)) from None
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> RunConfig:
-    """Read a YAML recipe (optional), apply `key.sub=value` overrides, validate."""
+    """Read a YAML recipe (optional; a path, or the name of a shipped recipe), apply `key.sub=value` overrides,
+    validate."""
     data = read_yaml(path) if path else {}
-    data = apply_overrides(data, overrides or [])
-    source = f"{path}" if path else "overrides"
-    return build_config(data, source)
+    origins: Origins = {}
+    data = apply_overrides(data, overrides or [], origins)
+    return build_config(data, f"{path}" if path else "overrides", origins)
 
 
 def dump_config(config: RunConfig, path: str | Path) -> None:

@@ -43,6 +43,29 @@ def model_labels(paths: list[str], labels: str | None) -> list[str]:
     return names
 
 
+def model_directory(path: str) -> Path:
+    """A saved HF model directory (a checkpoint such as RUN/checkpoints/step-N, best, sft), or a run directory's
+    newest intact checkpoint."""
+    from rlvr.checkpoint import resolve_resume
+
+    p = Path(path)
+    if (p / "config.json").is_file():
+        return p
+    if (p / "checkpoints").is_dir():
+        found = resolve_resume("auto", p)
+        if found is not None:
+            return found
+    raise ConfigError(f"Model '{path}' is not a saved HF model directory (no config.json) nor a run directory with "
+                      "checkpoints; pass what a run saved, e.g. runs/quickstart/rl or "
+                      "runs/quickstart/rl/checkpoints/step-0000500.")
+
+
+def run_config(model_dir: str) -> Path | None:
+    """The config.yaml of the run a model directory belongs to (RUN/, RUN/checkpoints/step-N, RUN/best), if any."""
+    p = Path(model_dir).resolve()
+    return next((d / "config.yaml" for d in (p, p.parent, p.parent.parent) if (d / "config.yaml").is_file()), None)
+
+
 def run_eval_command(args) -> None:
     from rlvr.config import load_config
     from rlvr.eval_report import report_data, write_report
@@ -50,24 +73,26 @@ def run_eval_command(args) -> None:
 
     if args.samples < 0 or args.num_problems < 1:
         raise ConfigError("--samples must be >= 0 and --num-problems >= 1.")
-    if not (args.task or args.recipe or any(o.startswith("data.tasks=") for o in args.overrides)):
-        raise ConfigError("Name the task with --task NAME (see `rlvr tasks`), or give a --recipe or "
-                          "--set 'data.tasks=[{name: NAME, args: {...}}]' that lists tasks.")
-    for path in args.models:
-        if not (Path(path) / "config.json").is_file():
-            raise ConfigError(f"Model '{path}' is not a saved HF model directory (no config.json); pass the "
-                              "directory a run saved, e.g. runs/quickstart/rl/checkpoints/step-0000500.")
+    models = [str(model_directory(path)) for path in args.models]
+    recipe = args.recipe
+    if not (args.task or recipe or any(o.startswith("data.tasks=") for o in args.overrides)):
+        recipe = run_config(models[0])
+        if recipe is None:
+            raise ConfigError(f"'{args.models[0]}' is not inside a run directory with a config.yaml, so name the task "
+                              "with --task NAME (see `rlvr tasks`), or give a --recipe or --set 'data.tasks=[{name: "
+                              "NAME, args: {...}}]' that lists tasks.")
+        print(f"tasks, prompts and sampling from {recipe}")
     ks = parse_ks(args.k, args.samples)
-    labels = model_labels(args.models, args.labels)
+    labels = model_labels(models, args.labels)
     overrides = [f"data.tasks=[{{name: {args.task}}}]"] if args.task else []
-    cfg = load_config(args.recipe, [*overrides, *args.overrides])
+    cfg = load_config(recipe, [*overrides, *args.overrides])
     settings = replace(eval_settings(cfg), num_problems=args.num_problems, samples=args.samples, ks=ks,
                        token_entropy=args.samples > 0,
                        temperature=args.temperature if args.temperature is not None else cfg.rollout.temperature)
     if settings.temperature <= 0:
         raise ConfigError(f"--temperature {settings.temperature}: sampling needs a temperature above 0.")
     runs = [(label, path, evaluate_model(cfg, path, settings, show_progress=True, label=label))
-            for label, path in zip(labels, args.models)]
+            for label, path in zip(labels, models)]
     task = ", ".join(t.name for t in cfg.data.tasks)
     data = report_data(task, settings, runs)
     print_summary(data)

@@ -11,7 +11,7 @@ from functools import cached_property
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from rlvr.config import RunConfig
+from rlvr.config import RewardFunctionConfig, RunConfig
 from rlvr.estimators import avg_at_k, bootstrap_ci, majority_at_k, pass_at_k
 from rlvr.prompts import PromptEncoder
 from rlvr.rewards.composite import RewardComposer, completion_fields
@@ -201,7 +201,7 @@ def _progress(show: bool) -> Progress:
 
 def evaluate_model(cfg: RunConfig, model_dir: str, settings: EvalSettings, show_progress: bool = False,
                    label: str = "eval") -> EvalRun:
-    """Load a saved model and evaluate it on the config's tasks (model loading, prompts and rewards as cfg says).
+    """Load a saved model and evaluate it on the config's tasks (model loading, prompts, verifiers as cfg says).
     Sampling starts from seed cfg.seed, so a rerun reproduces the figures."""
     import torch
 
@@ -214,16 +214,19 @@ def evaluate_model(cfg: RunConfig, model_dir: str, settings: EvalSettings, show_
 
     tasks = make_tasks(cfg.data.tasks, cfg.seed, cfg.data.bad_rows)
     prepare_sandbox(cfg.sandbox.isolation, tasks)
-    check_reward_functions(cfg.rewards.functions, tasks)
+    check_reward_functions([], tasks)  # only the tasks' verifiers score an evaluation (below)
     tokenizer = load_tokenizer(model_dir, cfg.model.trust_remote_code)
     model = load_model(cfg.model, name=model_dir)
-    encode = PromptEncoder(tokenizer, cfg.model.chat_template, cfg.data.system_prompt, cfg.data.max_prompt_tokens)
+    encode = PromptEncoder(tokenizer, cfg.model.chat_template, cfg.data.system_prompt, cfg.data.max_prompt_tokens,
+                           template_kwargs=cfg.model.chat_template_kwargs)
     with RewardPool(cfg.rewards.num_workers, cfg.rewards.timeout_s,
                                max_memory_mb=cfg.rewards.worker_max_memory_mb) as pool:
         engine = make_engine(cfg.rollout.engine, model, tokenizer, cfg.rollout.batch_size)
         torch.manual_seed(cfg.seed)
-        return run_evaluation(engine, encode, tasks, RewardComposer(cfg.rewards.functions, pool), settings,
-                              show_progress, label)
+        # Only the tasks' verifiers decide what is correct; other reward terms (possibly Python callables that a
+        # saved config.yaml names but cannot hold) are not needed.
+        verifier = RewardComposer([RewardFunctionConfig(function="task", name="verifier")], pool)
+        return run_evaluation(engine, encode, tasks, verifier, settings, show_progress, label)
 
 
 def training_metrics(run: EvalRun) -> dict[str, float]:

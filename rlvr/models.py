@@ -3,7 +3,11 @@ or a tiny config-built model with a BPE tokenizer trained locally on the task's 
 
 from __future__ import annotations
 
+import functools
 import logging
+import os
+import urllib.error
+import urllib.request
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -66,10 +70,50 @@ def build_tiny_model(spec: TinyModelConfig, tokenizer: PreTrainedTokenizerBase, 
     return LlamaForCausalLM(LlamaConfig(**common))
 
 
+def _hub_cached(name: str) -> bool:
+    """Whether the hub model `name` is in the local Hugging Face cache (its config.json at least)."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        return isinstance(try_to_load_from_cache(name, "config.json"), str)
+    except Exception:  # an invalid repo id and the like: not cached
+        return False
+
+
+@functools.cache
+def hub_unreachable_reason(endpoint: str, timeout_s: float = 5.0) -> str | None:
+    """Why the hub at `endpoint` cannot be reached (HF_HUB_OFFLINE, no DNS, refused, timed out), or None.
+    One quick request instead of the libraries' retries."""
+    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
+        return "HF_HUB_OFFLINE is set"
+    try:
+        urllib.request.urlopen(urllib.request.Request(endpoint, method="HEAD"), timeout=timeout_s).close()
+    except urllib.error.HTTPError:
+        return None  # it answered
+    except (OSError, ValueError) as e:
+        return f"{endpoint} cannot be reached: {getattr(e, 'reason', e)}"
+    return None
+
+
+def check_model_reachable(name: str) -> None:
+    """A hub name (not a local directory) must be in the local cache or the hub reachable; otherwise fail at once,
+    saying how to point at a local directory."""
+    if name == TINY or Path(name).expanduser().exists() or _hub_cached(name):
+        return
+    reason = hub_unreachable_reason(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    if reason:
+        raise RlvrError(
+            f"model '{name}' is not a local directory, not in the Hugging Face cache, and the hub cannot be used "
+            f"({reason}). Download it where there is network access (huggingface-cli download {name} --local-dir "
+            f"DIR), copy DIR here and set model.name=DIR (or model.tokenizer=DIR for a tokenizer)."
+        )
+
+
 def _check_local(name: str) -> None:
     p = Path(name).expanduser()
     looks_local = p.exists() or name.startswith(("/", ".", "~")) or name.count("/") > 1
     if not looks_local:
+        check_model_reachable(name)
         return
     if not p.is_dir():
         raise RlvrError(

@@ -1,26 +1,70 @@
-"""Turn a problem's prompt text into token ids: optional system prompt, the tokenizer's chat template."""
+"""Turn a problem's prompt into token ids: a string, or a conversation (a list of {role, content} messages, TRL's
+conversational format), through the tokenizer's chat template with the run's system prompt and template options."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from rlvr.errors import ConfigError, DataError
+
+Prompt = str | list[dict[str, Any]]
+
+
+def is_conversation(prompt: Any) -> bool:
+    return isinstance(prompt, list)
+
+
+def conversation_problem(messages: list) -> str | None:
+    """Why `messages` is not a usable conversation, or None when it is."""
+    if not messages:
+        return "is an empty list of messages"
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict) or not isinstance(m.get("role"), str) or not isinstance(m.get("content"), str):
+            return (f"message {i} is not a {{'role': str, 'content': str}} mapping (got {str(m)[:80]!r}); "
+                    "a conversational prompt is a list of such messages")
+    return None
+
+
+def prompt_text(prompt: Prompt) -> str:
+    """The plain text of a prompt (a conversation's message contents, one per line), e.g. for training a tiny
+    model's tokenizer."""
+    return "\n".join(m["content"] for m in prompt) if is_conversation(prompt) else prompt
 
 
 class PromptEncoder:
+    """String prompts become one user turn (after data.system_prompt) when the template is used, else the text
+    itself. Conversations always go through the template as given; data.system_prompt is put in front only when
+    the conversation has no system message of its own. `template_kwargs` (model.chat_template_kwargs, e.g.
+    enable_thinking) are passed to apply_chat_template."""
+
     def __init__(self, tokenizer, chat_template: str = "auto", system_prompt: str | None = None,
-                 max_tokens: int = 1024, limit_source: str = "data.max_prompt_tokens"):
+                 max_tokens: int = 1024, limit_source: str = "data.max_prompt_tokens",
+                 template_kwargs: dict[str, Any] | None = None):
         has_template = bool(getattr(tokenizer, "chat_template", None))
         if chat_template == "always" and not has_template:
             raise DataError("model.chat_template=always, but the tokenizer has no chat template; use 'never' or 'auto'.")
         self.tokenizer, self.system_prompt, self.max_tokens = tokenizer, system_prompt, max_tokens
         self.limit_source = limit_source
         self.use_template = has_template and chat_template != "never"
+        self.template_kwargs = dict(template_kwargs or {})
 
-    def __call__(self, prompt: str, where: str = "") -> list[int]:
+    def messages(self, prompt: Prompt) -> list[dict[str, Any]]:
+        """The conversation the chat template renders for `prompt`."""
+        messages = list(prompt) if is_conversation(prompt) else [{"role": "user", "content": prompt}]
+        if self.system_prompt and not any(m.get("role") == "system" for m in messages):
+            messages.insert(0, {"role": "system", "content": self.system_prompt})
+        return messages
+
+    def __call__(self, prompt: Prompt, where: str = "") -> list[int]:
+        at = f" ({where})" if where else ""
+        if is_conversation(prompt) and not self.use_template:
+            reason = "model.chat_template=never" if getattr(self.tokenizer, "chat_template", None) else \
+                "the tokenizer has no chat template"
+            raise DataError(f"Prompt{at} is a conversation (a list of messages), but {reason}. Use a tokenizer with "
+                            "a chat template (model.tokenizer) or give the prompts as text.")
         if self.use_template:
-            messages = ([{"role": "system", "content": self.system_prompt}] if self.system_prompt else []) + [
-                {"role": "user", "content": prompt}
-            ]
-            ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+            ids = self.tokenizer.apply_chat_template(self.messages(prompt), add_generation_prompt=True,
+                                                     tokenize=True, **self.template_kwargs)
             if isinstance(ids, dict) or hasattr(ids, "keys"):
                 ids = ids["input_ids"]
         else:
@@ -28,10 +72,10 @@ class PromptEncoder:
             ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
         ids = list(ids)
         if not ids:
-            raise DataError(f"Empty prompt{f' ({where})' if where else ''}: every problem needs prompt text.")
+            raise DataError(f"Empty prompt{at}: every problem needs prompt text.")
         if len(ids) > self.max_tokens:
             raise DataError(
-                f"Prompt{f' ({where})' if where else ''} has {len(ids)} tokens, over the limit of {self.max_tokens} "
+                f"Prompt{at} has {len(ids)} tokens, over the limit of {self.max_tokens} "
                 f"({self.limit_source}). Raise the limit or shorten the prompt."
             )
         return ids

@@ -12,10 +12,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from rlvr.config import RunConfig, load_config
+from rlvr.config import RECIPES, RunConfig, load_config
 from rlvr.evaluation import eval_settings, evaluate_model
 
-RECIPE = Path(__file__).resolve().parent.parent / "recipes" / "quickstart.yaml"
+RECIPE = RECIPES / "quickstart.yaml"
 
 
 def evaluate_checkpoint(cfg: RunConfig, model_dir: str, num_problems: int) -> float:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 
@@ -22,22 +23,34 @@ def demonstrations(cfg: RunConfig) -> list[tuple[str, str]]:
     if s.data_file:
         pairs = []
         for i, row in enumerate(read_rows(s.data_file), 1):
-            missing = [c for c in (s.prompt_column, s.completion_column) if not row.get(c)]
+            missing = [(key, c) for key, c in (("sft.prompt_column", s.prompt_column),
+                                                ("sft.completion_column", s.completion_column)) if not row.get(c)]
             if missing:
+                key, column = missing[0]
                 raise DataError(
-                    f"{s.data_file}, row {i}: column '{missing[0]}' is missing or empty. Columns found: "
-                    f"{', '.join(sorted(row))}. Map it with sft.prompt_column / sft.completion_column."
+                    f"{s.data_file}, row {i}: column '{column}' is missing or empty. Columns found: "
+                    f"{', '.join(sorted(row))}. Map it with {key}=NAME."
                 )
             pairs.append((str(row[s.prompt_column]), str(row[s.completion_column])))
         return pairs
     tasks = make_tasks(cfg.data.tasks, cfg.seed + s.seed_offset)
-    pairs = []
-    for i in range(s.num_examples):
-        task = tasks[i % len(tasks)]
-        p = task.problem("train", i // len(tasks))
-        if p.solution is None:
-            raise DataError(f"Task '{task.label}' has no reference solutions; give sft.data_file with prompt/completion pairs.")
-        pairs.append((p.prompt, p.solution))
+    for task in tasks:
+        if task.problem("train", 0).solution is None:
+            hint = (" Name the dataset's column of reference completions with data.tasks[].args.solution_column=NAME,"
+                    " or give" if task.has_rows else " Give")
+            raise DataError(f"Task '{task.label}' has no reference solutions for SFT.{hint} sft.data_file with "
+                            "prompt/completion pairs (columns sft.prompt_column, sft.completion_column).")
+    pairs, index = [], 0
+    available = [task.size("train") for task in tasks]
+    while len(pairs) < s.num_examples and any(n is None or index < n for n in available):
+        for task, n in zip(tasks, available):  # round robin over the tasks; a finite one runs out
+            if len(pairs) < s.num_examples and (n is None or index < n):
+                p = task.problem("train", index)
+                pairs.append((p.prompt, p.solution))
+        index += 1
+    if len(pairs) < s.num_examples:
+        print(f"note: sft.num_examples={s.num_examples}, but the tasks hold only {len(pairs)} training rows; "
+              f"using all {len(pairs)}.", file=sys.stderr)
     return pairs
 
 
@@ -75,7 +88,8 @@ def run_sft(cfg: RunConfig) -> Path:
         model, tokenizer = load_policy(cfg.model, cfg.seed, [t for pair in pairs for t in pair])
     else:
         model, tokenizer = load_model(cfg.model), load_tokenizer(cfg.model.tokenizer or cfg.model.name)
-    encode = PromptEncoder(tokenizer, cfg.model.chat_template, cfg.data.system_prompt, cfg.data.max_prompt_tokens)
+    encode = PromptEncoder(tokenizer, cfg.model.chat_template, cfg.data.system_prompt, cfg.data.max_prompt_tokens,
+                           template_kwargs=cfg.model.chat_template_kwargs)
     examples = encode_pairs(pairs, encode, tokenizer)
     optimizer = torch.optim.AdamW(model.parameters(), lr=s.lr)
     steps_per_epoch = -(-len(examples) // s.batch_size)

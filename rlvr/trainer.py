@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import random
+import signal
 import sys
 import time
 from collections import defaultdict
@@ -53,6 +54,7 @@ from rlvr.distributed import (
 )
 from rlvr.errors import ConfigError, RlvrError
 from rlvr.evaluation import eval_settings, run_evaluation, training_metrics
+from rlvr.interrupts import StopRequests, TrainingInterrupted
 from rlvr.logprobs import completion_logprobs
 from rlvr.lora import add_lora, is_lora, load_lora
 from rlvr.models import TINY, load_model, load_policy, load_tokenizer, save_pretrained
@@ -112,6 +114,11 @@ class Trainer:
         check_data_parallel(cfg, strategy, world_size())
         self.out = Path(cfg.tracking.output_dir)
         resume_path = resolve_resume(resume, self.out) if resume else None
+        if resume == "auto" and resume_path is None and (self.out / "metrics.jsonl").is_file():
+            raise RlvrError(f"--resume auto: {self.out} holds an earlier run (metrics.jsonl) but no checkpoint to "
+                            "continue from; starting again would overwrite its metrics. Start a new run without "
+                            "--resume (in another tracking.output_dir to keep this one), or set "
+                            "checkpoint.every_steps so the next run can be resumed.")
         existing = list_checkpoints(self.out / "checkpoints")
         if existing and resume_path is None:
             raise RlvrError(
@@ -145,7 +152,8 @@ class Trainer:
         self.kl_control = AdaptiveKLController(a.kl_coef, a.kl_target, a.kl_horizon) if a.kl_target else None
         limit = prompt_token_limit(cfg.data.max_prompt_tokens, getattr(self.model.config, "max_position_embeddings", None),
                                    cfg.rollout.max_new_tokens)
-        self.encode = PromptEncoder(self.tokenizer, cfg.model.chat_template, cfg.data.system_prompt, *limit)
+        self.encode = PromptEncoder(self.tokenizer, cfg.model.chat_template, cfg.data.system_prompt, *limit,
+                                   template_kwargs=cfg.model.chat_template_kwargs)
         for task in self.tasks:
             task.screen_prompts(self.encode)
         self.skipped_rows = [row for task in self.tasks for row in task.skipped_rows]
@@ -445,6 +453,7 @@ class Trainer:
         if self.skipped_rows:
             logger.warn(f"skipped {len(self.skipped_rows)} unusable dataset rows (data.bad_rows=skip; counted in "
                         f"data/skipped_rows); first: {self.skipped_rows[0]}")
+        stop = StopRequests().install()
         try:
             if self.step == 0 and cfg.eval.every_steps:
                 logger.log(0, self.evaluate())
@@ -467,9 +476,13 @@ class Trainer:
                 if warning := self.nonfinite.record(self.step, metrics["actor/skipped_updates"], updates):
                     logger.warn(warning)
                 every = cfg.checkpoint.every_steps
+                checkpoint = None
                 if (every and self.step % every == 0) or self.step == cfg.steps:
-                    self.save()
+                    checkpoint = self.save()
+                if stop.requested() and self.step < cfg.steps:
+                    raise TrainingInterrupted(self.step, stop.signum or signal.SIGINT, checkpoint or self.save())
         finally:
+            stop.restore()
             logger.close()
             self.pool.close()
         if is_main():

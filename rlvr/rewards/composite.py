@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from rlvr.config import RewardFunctionConfig
+from rlvr.rewards.callables import pickle_reward
 from rlvr.rewards.loading import resolve_function
 from rlvr.rewards.pool import RewardOutcome, RewardPool, RewardRequest
 from rlvr.rollout.base import Completion
@@ -59,7 +60,7 @@ class Scored:
 @dataclass
 class Term:
     name: str
-    spec: str  # 'task' or 'module:function'
+    spec: str | bytes  # 'task', 'module:function', or a pickled callable
     weight: float
     args: dict[str, Any]
     batched: bool
@@ -76,9 +77,14 @@ class RewardComposer:
         self.pool = pool
         self.terms: list[Term] = []
         for f in functions:
-            if f.function != "task":
+            if callable(f.function):
+                spec = pickle_reward(f.function, f.metric_name)
+            elif f.function != "task":
+                spec = f.function
                 resolve_function(f.function)  # fail early, in the parent, with a clear message
-            self.terms.append(Term(f.metric_name, f.function, f.weight, f.args, f.batched and f.function != "task"))
+            else:
+                spec = "task"
+            self.terms.append(Term(f.metric_name, spec, f.weight, f.args, f.batched and spec != "task"))
         if not any(t.spec == "task" for t in self.terms):
             self.terms.append(Term("verifier", "task", 0.0, {}, False))
         self.verifier = next(t for t in self.terms if t.spec == "task")

@@ -14,6 +14,10 @@ from rlvr.errors import ConfigError, did_you_mean
 
 @functools.cache
 def resolve_function(spec: str) -> Callable:
+    if spec.startswith("python:"):
+        raise ConfigError(f"Reward '{spec}' was a Python callable handed to rlvr.train; a config file records only its "
+                          "name. Pass the callable again from Python, or name it as 'package.module:function' or "
+                          "'path/file.py:function'.")
     if ":" not in spec:
         raise ConfigError(f"Reward function '{spec}' must be 'package.module:function' or 'path/file.py:function'.")
     target, func_name = spec.rsplit(":", 1)
@@ -41,7 +45,8 @@ def resolve_function(spec: str) -> Callable:
 def check_reward_functions(functions, tasks) -> None:
     """Resolve every reward function (rewards.functions) and every task's verifier now, in the parent, so that a
     typo is a start-up error naming the setting and the nearest name, never a zero reward in every worker."""
-    specs = [(f.function, f"rewards.functions[{i}].function") for i, f in enumerate(functions) if f.function != "task"]
+    specs = [(f.function, f"rewards.functions[{i}].function") for i, f in enumerate(functions)
+             if isinstance(f.function, str) and f.function != "task"]  # a Python callable is already resolved
     specs += [(task.verifier, f"the verifier of task '{task.label}'") for task in tasks]
     for spec, where in specs:
         try:

@@ -30,7 +30,7 @@ class RewardRequest:
     per sample) and is answered with one value per sample."""
 
     key: Hashable
-    spec: str  # 'module:function' or 'file.py:function'
+    spec: str | bytes  # 'module:function', 'file.py:function', or a pickled callable (rlvr.rewards.callables)
     prompt: str | list[str]
     completion: str | list[str]
     fields: dict[str, Any] = field(default_factory=dict)

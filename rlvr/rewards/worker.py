@@ -36,6 +36,7 @@ def as_rewards(values, count: int) -> tuple[list[float], list[dict[str, float]]]
 def serve(conn: Connection) -> None:
     """Answer batches of (key, spec, prompt, completion, fields, batched) with (key, status, value, extras,
     message) until told to stop (None) or orphaned."""
+    from rlvr.rewards.callables import load_reward
     from rlvr.rewards.loading import resolve_function
 
     conn.send("ready")
@@ -48,7 +49,8 @@ def serve(conn: Connection) -> None:
             return
         for key, spec, prompt, completion, fields, batched in batch:
             try:
-                result = resolve_function(spec)(prompt, completion, **fields)
+                function = load_reward(spec) if isinstance(spec, bytes) else resolve_function(spec)
+                result = function(prompt, completion, **fields)
                 value, extras = as_rewards(result, len(completion)) if batched else as_reward(result)
                 conn.send((key, "ok", value, extras, ""))
             except Exception as e:  # a user's reward failed: report, keep serving

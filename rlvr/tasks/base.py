@@ -8,8 +8,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlvr.errors import ConfigError
+from rlvr.prompts import prompt_text
 from rlvr.registry import Registry
 from rlvr.verifiers.extraction import extract_answer
+
+# What every reward call is handed besides a problem's fields (rlvr.rewards.composite): no field may take these names.
+RESERVED_FIELDS = ("prompt", "completion", "completion_tokens", "truncated", "max_new_tokens", "verifier_score")
 
 
 @dataclass
@@ -17,7 +21,7 @@ class Problem:
     """One prompt with what its verifier needs. `fields` are handed to reward functions as keywords."""
 
     uid: str
-    prompt: str
+    prompt: str | list[dict[str, Any]]  # text, or a conversation of {role, content} messages
     answer: str | None = None
     solution: str | None = None  # a reference completion, for SFT
     fields: dict[str, Any] = field(default_factory=dict)
@@ -74,7 +78,7 @@ class Task(ABC):
         size = self.size("train")
         for i in range(n if size is None else min(n, size)):
             p = self.problem("train", i)
-            yield p.prompt
+            yield prompt_text(p.prompt)
             yield p.solution or p.answer or ""
 
 

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from rlvr.errors import ConfigError, DataError, did_you_mean
-from rlvr.tasks.base import TASKS, Problem, Task
+from rlvr.prompts import Prompt, conversation_problem
+from rlvr.tasks.base import RESERVED_FIELDS, TASKS, Problem, Task
 
 BAD_ROW_POLICIES = ("error", "skip")
 
@@ -124,7 +125,8 @@ def read_records(path: str | Path, split: str = "train") -> list[Row]:
     if not p.exists():
         if HUB_NAME.match(str(path)) and not p.suffix:
             return _hub_rows(str(path), split)
-        raise DataError(f"Dataset file '{path}' does not exist.")
+        where = "" if p.is_absolute() else f" (resolved against the working directory {Path.cwd()})"
+        raise DataError(f"Dataset file '{path}'{where} does not exist.")
     if p.is_dir():
         try:
             from datasets import load_from_disk
@@ -174,6 +176,11 @@ class DatasetTask(Task):
                  eval_split: str = "test"):
         if not path:
             raise DataError("The dataset task needs data.tasks[].args.path: a .jsonl/.parquet/.csv file or a saved dataset.")
+        for key, value in (("path", path), ("eval_path", eval_path)):
+            if value is not None and not isinstance(value, (str, Path)):
+                raise ConfigError(f"data.tasks[].args.{key} must be a file, directory or hub name, not a "
+                                  f"{type(value).__name__}; for rows held in memory use rlvr.train(train_dataset=rows, "
+                                  "eval_dataset=...).")
         if bad_rows not in BAD_ROW_POLICIES:
             raise ConfigError(f"bad_rows must be one of {', '.join(BAD_ROW_POLICIES)}, got {bad_rows!r}.")
         self.verifier, self.bad_rows = verifier, bad_rows
@@ -186,6 +193,10 @@ class DatasetTask(Task):
         if solution_column:
             self.columns["solution"] = solution_column
         self.extra = extra_columns or []
+        clash = [c for c in self.extra if c in RESERVED_FIELDS]
+        if clash:
+            raise ConfigError(f"data.tasks[].args.extra_columns: {', '.join(clash)} cannot be handed to reward "
+                              f"functions (they receive {', '.join(RESERVED_FIELDS)} themselves); leave them out.")
         self.template_columns = template_columns
         rows = self._load(path, split)
         if eval_path:
@@ -217,9 +228,10 @@ class DatasetTask(Task):
         hints = {"extra": "data.tasks[].args.extra_columns", "template": "data.tasks[].args.prompt_template"}
         return hints.get(role, f"data.tasks[].args.{role}_column=NAME")
 
-    def _prompt(self, values: dict[str, Any]) -> str:
+    def _prompt(self, values: dict[str, Any]) -> Prompt:
+        """The row's prompt: the prompt column's text or conversation (list of messages), or the template filled."""
         if self.template is None:
-            return str(values[self.columns["prompt"]])
+            return values[self.columns["prompt"]]
         return self.template.format(**{c: values[c] for c in self.template_columns})
 
     def _check_mapping(self, path: str, rows: list[Row]) -> None:
@@ -240,7 +252,22 @@ class DatasetTask(Task):
                 what = "is missing" if col not in values else "is null" if value is None else "is empty"
                 return (f"column '{col}' ({role}) {what}. Columns found: {', '.join(sorted(values)) or 'none'}. "
                         f"Fix the row, or map the column with {self._mapping_hint(role)}")
+        if self.template is None:
+            return self._prompt_value_problem(values[self.columns["prompt"]])
         return None
+
+    def _prompt_value_problem(self, value: Any) -> str | None:
+        """A prompt is text, or a conversation: a list of {'role', 'content'} messages (TRL's conversational
+        format). Anything else is a mistake, never turned into its Python repr."""
+        col = self.columns["prompt"]
+        if isinstance(value, str):
+            return None
+        if isinstance(value, list):
+            problem = conversation_problem(value)
+            return None if problem is None else f"column '{col}' (prompt) {problem}"
+        return (f"column '{col}' (prompt) holds a {type(value).__name__} ({str(value)[:60]!r}); a prompt must be "
+                "text or a list of {'role', 'content'} messages. Fix the column, or build the prompt from columns "
+                "with data.tasks[].args.prompt_template")
 
     def _reject(self, where: str, problem: str) -> None:
         """Apply the bad-row policy to an unusable row."""

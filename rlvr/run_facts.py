@@ -1,0 +1,109 @@
+"""Labelled facts about a run, for people to check before it trains: the model and its size, the tasks and
+their sizes, the step's batch, the algorithm, and the first prompt exactly as the model will see it.
+
+`run_facts` takes pieces a run has already built (the trainer's start banner); `describe_run` builds them from
+a config alone, without training or writing anything (`rlvr train RECIPE --dry-run`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rlvr.config import RunConfig
+
+
+def parameter_counts(model) -> tuple[int, int]:
+    """(all parameters, trainable parameters) of a torch module."""
+    total = trainable = 0
+    for p in model.parameters():
+        total += p.numel()
+        trainable += p.numel() if p.requires_grad else 0
+    return total, trainable
+
+
+def human_count(n: int) -> str:
+    """1234567 -> '1.23M'."""
+    for unit, size in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if n >= size:
+            return f"{n / size:.3g}{unit}"
+    return str(n)
+
+
+def task_size(task, split: str) -> str:
+    size = task.size(split)
+    return "procedural (unbounded)" if size is None else f"{size:,} problems"
+
+
+def run_facts(cfg: RunConfig, tasks: Sequence, tokenizer, encode, parameters: int,
+              trainable: int | None = None) -> dict[str, str]:
+    """Label -> value, in the order people read them. `encode` is the run's PromptEncoder; `parameters` and
+    `trainable` the policy's counts (trainable None: all of them)."""
+    m, d, r, a, o = cfg.model, cfg.data, cfg.rollout, cfg.algorithm, cfg.optim
+    size = f"{human_count(parameters)} parameters"
+    if trainable is not None and trainable != parameters:
+        size += f", {human_count(trainable)} trainable"
+    facts = {
+        "model": f"{m.name} ({size}, {m.dtype})",
+        "tokenizer": f"{len(tokenizer):,} tokens; chat template {'on' if encode.use_template else 'off'}",
+    }
+    for task, tc in zip(tasks, d.tasks):
+        facts[f"task {task.label}"] = (f"{task.name}, weight {tc.weight:g}: train {task_size(task, 'train')}, "
+                                       f"eval {task_size(task, 'eval')}")
+    samples = d.prompts_per_step * r.samples_per_prompt
+    facts["batch"] = (f"{d.prompts_per_step} prompts x {r.samples_per_prompt} samples = {samples} completions per "
+                      f"step, up to {r.max_new_tokens} new tokens each; micro-batch {o.micro_batch_size}")
+    facts["steps"] = f"{cfg.steps} ({o.ppo_epochs} epoch(s) x {o.mini_batches} mini-batch(es) of updates each)"
+    facts["algorithm"] = ((f"preset {a.preset}: " if a.preset else "") + f"advantage {a.advantage}, loss "
+                          f"{a.policy_loss}, aggregation {a.loss_aggregation}, kl_coef {a.kl_coef:g}, lr {o.lr:g}")
+    facts["rewards"] = ", ".join(f"{f.metric_name} x {f.weight:g}" for f in cfg.rewards.functions)
+    facts["output"] = cfg.tracking.output_dir
+    first = tasks[0].problem("train", 0).prompt
+    ids = encode(first, where=f"task {tasks[0].label}, first problem")
+    facts["first prompt tokens"] = str(len(ids))
+    facts["first prompt"] = tokenizer.decode(ids)
+    return facts
+
+
+def _model_size(cfg: RunConfig) -> int:
+    """Parameters of a hub or local model, counted on the meta device (no weights are read)."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config = AutoConfig.from_pretrained(cfg.model.name, trust_remote_code=cfg.model.trust_remote_code)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config, trust_remote_code=cfg.model.trust_remote_code)
+    return parameter_counts(model)[0]
+
+
+def describe_run(cfg: RunConfig) -> dict[str, str]:
+    """The facts of the run `cfg` describes, built without training and without writing to its output
+    directory: tasks are read and every prompt screened, a tiny model is built in memory, a hub or local model
+    is counted from its config alone."""
+    from rlvr.models import TINY, check_model_reachable, load_policy, load_tokenizer
+    from rlvr.prompts import PromptEncoder, prompt_token_limit
+    from rlvr.tasks import make_tasks
+
+    tasks = make_tasks(cfg.data.tasks, cfg.seed, cfg.data.bad_rows)
+    if cfg.model.name == TINY:
+        model, tokenizer = load_policy(cfg.model, cfg.seed, [t for task in tasks for t in task.corpus()])
+        parameters, context = parameter_counts(model)[0], model.config.max_position_embeddings
+    else:
+        check_model_reachable(cfg.model.name)
+        tokenizer = load_tokenizer(cfg.model.tokenizer or cfg.model.name, cfg.model.trust_remote_code)
+        parameters, context = _model_size(cfg), None
+    limit = prompt_token_limit(cfg.data.max_prompt_tokens, context, cfg.rollout.max_new_tokens)
+    encode = PromptEncoder(tokenizer, cfg.model.chat_template, cfg.data.system_prompt, *limit,
+                           template_kwargs=cfg.model.chat_template_kwargs)
+    for task in tasks:
+        task.screen_prompts(encode)
+    return run_facts(cfg, tasks, tokenizer, encode, parameters)
+
+
+def format_facts(facts: dict[str, str]) -> str:
+    """Aligned 'label  value' lines; a multi-line value is indented under its label."""
+    width = max(map(len, facts))
+    lines = []
+    for label, value in facts.items():
+        first, *rest = str(value).split("\n") or [""]
+        lines.append(f"{label:<{width}}  {first}")
+        lines += [f"{'':<{width}}  {line}" for line in rest]
+    return "\n".join(lines)
