@@ -12,7 +12,7 @@ from conftest import FAST, ROOT, merge
 
 import rlvr
 from rlvr.cli import main
-from rlvr.errors import ConfigError, DataError
+from rlvr.errors import ConfigError, DataError, RlvrError
 
 ROWS = [{"prompt": f"{a}+{b}=", "answer": str(a + b), "a": a} for a in range(5) for b in range(5)]
 
@@ -51,13 +51,18 @@ def test_train_from_rows_and_callables(tmp_path):
     assert json.loads((tmp_path / "eval" / "eval.json").read_text())["problems"] == 4
 
 
-def test_failing_and_hanging_callables_are_counted_not_fatal(tmp_path):
+def test_failing_and_hanging_callables_are_counted_and_stop_the_run_past_the_budget(tmp_path):
     def hangs(prompt, completion, **_):
         time.sleep(60)
 
-    result = rlvr.train("tiny", ROWS, [correct, lambda prompt, completion, **_: 1 / 0, hangs],
-                        config=tiny_config(tmp_path), steps=1, data={"prompts_per_step": 1},
-                        rollout={"samples_per_prompt": 2}, rewards={"timeout_s": 1, "num_workers": 2})
+    rewards = [correct, lambda prompt, completion, **_: 1 / 0, hangs]
+    with pytest.raises(RlvrError, match="reward 'lambda' failed on every one of this step's 2 samples"):
+        rlvr.train("tiny", ROWS, rewards, config=tiny_config(tmp_path / "a"), steps=1, data={"prompts_per_step": 1},
+                   rollout={"samples_per_prompt": 2}, rewards={"timeout_s": 1, "num_workers": 2})
+    # Told to tolerate failures, the run goes on and counts them; the failing callables score 0.
+    result = rlvr.train("tiny", ROWS, rewards, config=tiny_config(tmp_path / "b"), steps=1,
+                        data={"prompts_per_step": 1}, rollout={"samples_per_prompt": 2},
+                        rewards={"timeout_s": 1, "num_workers": 2, "max_failure_rate": 1.0})
     m = result.metrics
     assert m["reward/lambda/errors"] == 2 and m["reward/hangs/timeouts"] == 2
     assert m["reward/lambda/mean"] == m["reward/hangs/mean"] == 0
