@@ -153,9 +153,8 @@ def test_bwrap_is_the_isolation_in_force():
 
 
 def test_infinite_loop_is_stopped_by_the_cpu_limit(level):
-    start = time.monotonic()
-    result = run_python("while True:\n    pass\n", limits=Limits(cpu_s=1, wall_s=5), isolation=level)
-    assert result.status == "killed" and time.monotonic() - start < 4
+    result = run_python("while True:\n    pass\n", limits=Limits(cpu_s=1, wall_s=8), isolation=level)
+    assert result.status == "killed"  # by RLIMIT_CPU: the wall clock would have made it a 'timeout'
     assert score("    while True:\n        pass\n", Limits(cpu_s=1, wall_s=5), level) == 0.0
 
 
