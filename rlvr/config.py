@@ -348,6 +348,9 @@ class SFTConfig(Section):
     data_file: str | None = Field(None, description="JSONL/Parquet/CSV of pairs; default: the tasks' reference solutions.")
     prompt_column: str = "prompt"
     completion_column: str = "completion"
+    messages_column: str | None = Field(
+        None, description="Column of conversations (lists of {role, content}) instead of pairs: multi-turn "
+        "demonstrations (tool calls and results), rendered as episodes are; loss on assistant turns only.")
     num_examples: int = Field(256, gt=0, description="Demonstrations drawn from the tasks when no data_file is given.")
     seed_offset: int = Field(
         1, description="Demonstrations come from the tasks' train stream at seed + seed_offset, so RL prompts are fresh."

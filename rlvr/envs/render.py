@@ -68,3 +68,26 @@ class ChatRenderer:
             if closing.startswith(last):  # the model sampled the end-of-turn token itself
                 closing = closing[len(last) :]
         return self._ids(closing + text[len(self.probe_text) :])
+
+    def conversation(self, messages: list[Message], tools: list | None = None
+                     ) -> tuple[list[int], list[int], list[bool]]:
+        """A whole conversation as an episode would hold it (for SFT on multi-turn demonstrations): the prompt
+        (messages before the first assistant turn), then the ids after it with True on assistant tokens. Each
+        assistant turn is its text's ids plus the end-of-turn token, as the model would sample it."""
+        first = next((i for i, m in enumerate(messages) if m["role"] == "assistant"), None)
+        if first is None:
+            raise RlvrError("A conversation needs at least one assistant message to learn from.")
+        prompt, ids, policy = self.opening(messages[:first], tools), [], []
+        turn: list[int] = []
+        pending: list[Message] = []
+        for m in messages[first:]:
+            if m["role"] != "assistant":
+                pending.append(m)
+                continue
+            if pending:
+                reply = self.continuation(pending, turn)
+                ids, policy, pending = ids + reply, policy + [False] * len(reply), []
+            turn = self._ids(m["content"]) + [self.tokenizer.eos_token_id]
+            ids, policy = ids + turn, policy + [True] * len(turn)
+        return prompt, ids, policy
+

@@ -1,0 +1,88 @@
+"""Does second-attempt success rise when training with 'try again' feedback? (docs/results.md)
+
+SFT on single answers (recipes/try_again.yaml), then GRPO on try-again episodes. Per step the training log holds
+reward/verifier/first_attempt_success (mean over episodes) and reward/verifier/second_attempt_success (mean over
+episodes wrong at the first attempt); this script plots both, smoothed, per seed, to try_again.png under --out.
+
+    python benchmarks/try_again.py --seeds 0 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shutil
+from pathlib import Path
+
+from rlvr.config import load_config
+from rlvr.sft import run_sft
+from rlvr.trainer import Trainer
+
+RECIPE = Path(__file__).resolve().parent.parent / "recipes" / "try_again.yaml"
+KEYS = {"first_attempt_success": "reward/verifier/first_attempt_success",
+        "second_attempt_success": "reward/verifier/second_attempt_success"}
+
+
+def run(seed: int, root: Path, steps: int | None) -> list[dict]:
+    out = root / f"seed{seed}"
+    shutil.rmtree(out, ignore_errors=True)
+    base = [f"seed={seed}", *([f"steps={steps}"] if steps else [])]
+    sft_dir = run_sft(load_config(RECIPE, [*base, f"tracking.output_dir={out}", f"sft.output_dir={out / 'sft'}"]))
+    Trainer(load_config(RECIPE, [*base, f"model.name={sft_dir}", f"tracking.output_dir={out / 'rl'}"])).fit()
+    return [json.loads(line) for line in (out / "rl" / "metrics.jsonl").read_text().splitlines() if line.strip()]
+
+
+def smooth(values: list[float], window: int) -> list[float]:
+    out = []
+    for i in range(len(values)):
+        part = [v for v in values[max(0, i - window + 1) : i + 1] if not math.isnan(v)]
+        out.append(sum(part) / len(part) if part else float("nan"))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    parser.add_argument("--steps", type=int, default=None)
+    parser.add_argument("--window", type=int, default=15, help="moving-average window in steps")
+    parser.add_argument("--out", default="runs/try_again_bench")
+    args = parser.parse_args()
+    root = Path(args.out)
+    curves = {}
+    for seed in args.seeds:
+        rows = [r for r in run(seed, root, args.steps) if KEYS["first_attempt_success"] in r]
+        curves[seed] = {name: [r.get(key, float("nan")) for r in rows] for name, key in KEYS.items()}
+        curves[seed]["attempts"] = [r["reward/verifier/attempts"] for r in rows]
+        head, tail = slice(0, args.window), slice(-args.window, None)
+        print(json.dumps({"seed": seed, **{f"{name}_{where}": round(_mean(v[part]), 3)
+                                           for name, v in curves[seed].items()
+                                           for where, part in (("first_steps", head), ("last_steps", tail))}}))
+    (root / "curves.json").write_text(json.dumps(curves))
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+    for ax, name in zip(axes, KEYS):
+        for seed, c in curves.items():
+            ax.plot(range(1, len(c[name]) + 1), smooth(c[name], args.window), label=f"seed {seed}")
+        ax.set_title(name.replace("_", " ") + (" (among wrong first answers)" if name.startswith("second") else ""))
+        ax.set_xlabel("GRPO step")
+        ax.set_ylim(0, 1)
+    axes[0].set_ylabel(f"training episodes, {args.window}-step moving mean")
+    axes[0].legend()
+    fig.suptitle("'Try again' episodes (3 attempts), tiny model, 2-digit addition")
+    fig.tight_layout()
+    fig.savefig(root / "try_again.png", dpi=110)
+    print(f"plot: {root / 'try_again.png'}")
+
+
+def _mean(values: list[float]) -> float:
+    part = [v for v in values if not math.isnan(v)]
+    return sum(part) / len(part) if part else float("nan")
+
+
+if __name__ == "__main__":
+    main()
