@@ -86,8 +86,7 @@ class StepCollector:
             skipped += self.sampler.skipped
             rounds_scored.append(scored)
             for group in groups:
-                gen_tokens += sum(len(c.token_ids) if c.policy_mask is None else sum(c.policy_mask)
-                                  for c in group.completions)
+                gen_tokens += sum(c.policy_tokens for c in group.completions)
                 (kept if self.filter.keep(group.scored.total, group.scored.correct) else rejected).append(group)
         gen_s = time.perf_counter() - t0
         generated = Scored.concat(rounds_scored)

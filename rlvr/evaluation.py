@@ -200,7 +200,7 @@ def _score(composer: RewardComposer, work: list[tuple[Task, Problem]], results: 
         result.classes, result.no_answer, result.distinct_correct_spellings = answer_classes(
             task, [c.text for c in group], ok)
         result.entropy_sum = sum(sum(c.entropies) for c in group)
-        result.tokens = sum(len(c.token_ids) if c.policy_mask is None else sum(c.policy_mask) for c in group)
+        result.tokens = sum(c.policy_tokens for c in group)
 
 
 def _progress(show: bool) -> Progress:

@@ -369,3 +369,26 @@ def test_evaluation_of_an_environment_reports_pass_at_k_over_episodes_and_turns(
     metrics = training_metrics(run)
     assert {"eval/accuracy", "eval/pass@1", "eval/pass@2", "eval/turns_mean"} <= set(metrics)
     assert 1 < metrics["eval/turns_mean"] <= 3
+
+
+def test_sft_on_conversations_trains_assistant_turns_only(tmp_path):
+    from rlvr.sft import encode_conversations, sft_loss
+
+    tok = chat_tokenizer()
+    encode = PromptEncoder(tok)
+    conversation = [{"role": "user", "content": "3+4="}, {"role": "assistant", "content": "8"},
+                    {"role": "user", "content": "Incorrect. Try again."}, {"role": "assistant", "content": "7"}]
+    (prompt, ids, trained), = encode_conversations([conversation], encode)
+    # As the template renders it, except that the episode ends at the end token the model samples.
+    assert tok.decode(prompt + ids) == tok.apply_chat_template(conversation, tokenize=False).removesuffix("\n")
+    assert tok.decode([i for i, t in zip(ids, trained) if t]) == "8<|im_end|>7<|im_end|>"
+    # The loss does not depend on the environment tokens' targets: changing them leaves it unchanged.
+    torch.manual_seed(0)
+    model = build_tiny_model(TinyModelConfig(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64), tok, 0)
+    loss = sft_loss(model, [(prompt, ids, trained)], tok.pad_token_id)
+    everything = sft_loss(model, [(prompt, ids, None)], tok.pad_token_id)
+    assert not torch.isclose(loss, everything)
+    n_trained = sum(trained)
+    logits = model(input_ids=torch.tensor([prompt + ids])).logits[0, len(prompt) - 1 : -1]
+    manual = torch.nn.functional.cross_entropy(logits[torch.tensor(trained)], torch.tensor(ids)[torch.tensor(trained)])
+    assert torch.isclose(loss, manual, atol=1e-5) and n_trained == 4

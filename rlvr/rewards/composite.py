@@ -25,8 +25,7 @@ from rlvr.tasks.base import Problem, Task
 
 def completion_fields(completion: Completion, max_new_tokens: int) -> dict:
     """What every reward function is handed about the completion besides its text."""
-    tokens = len(completion.token_ids) if completion.policy_mask is None else sum(completion.policy_mask)
-    return {"completion_tokens": tokens, "truncated": completion.truncated, "max_new_tokens": max_new_tokens,
+    return {"completion_tokens": completion.policy_tokens, "truncated": completion.truncated, "max_new_tokens": max_new_tokens,
             **completion.fields}
 
 

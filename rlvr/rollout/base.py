@@ -44,6 +44,11 @@ class Completion:
     policy_mask: list[bool] | None = None
     fields: dict = field(default_factory=dict)  # handed to reward functions besides the text (an episode's verdict)
 
+    @property
+    def policy_tokens(self) -> int:
+        """How many of the tokens the policy sampled."""
+        return len(self.token_ids) if self.policy_mask is None else sum(self.policy_mask)
+
 
 class RolloutEngine(Protocol):
     def generate(self, prompts: list[list[int]], params: SamplingParams,
