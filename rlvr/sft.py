@@ -55,7 +55,7 @@ def demonstrations(cfg: RunConfig) -> list[tuple[str, str]]:
     return pairs
 
 
-Example = tuple[list[int], list[int], list[bool] | None]  # prompt ids, target ids, which targets are trained
+Example = tuple[list[int], list[int], list[bool] | None]  # prompt ids, target ids, which targets are trained (None: all)
 
 
 def encode_pairs(pairs, encode: PromptEncoder, tokenizer) -> list[Example]:
@@ -76,7 +76,9 @@ def encode_conversations(messages: list[list[dict]], encode: PromptEncoder) -> l
 
 
 def sft_loss(model, examples: list[Example], pad_id: int) -> torch.Tensor:
-    """Mean cross-entropy over the trained target tokens of `examples` (right-padded batch)."""
+    """Mean cross-entropy over the trained target tokens of `examples` (right-padded batch); a (prompt, target)
+    pair trains every target token."""
+    examples = [(e[0], e[1], e[2] if len(e) > 2 else None) for e in examples]
     width = max(len(p) + len(c) for p, c, _ in examples)
     ids = torch.full((len(examples), width), pad_id, dtype=torch.long)
     labels = torch.full((len(examples), width), -100, dtype=torch.long)
