@@ -1,6 +1,8 @@
 """Does second-attempt success rise when training with 'try again' feedback? (docs/results.md)
 
-SFT on single answers (recipes/try_again.yaml), then GRPO on try-again episodes. Per step the training log holds
+SFT on try-again conversations (recipes/try_again.yaml): most answer right at once, a fraction (--retry-frac)
+answer wrong first, hear "Incorrect. Try again." and then answer right, so the model knows the format of a second
+attempt; then GRPO on try-again episodes. Per step the training log holds
 reward/verifier/first_attempt_success (mean over episodes) and reward/verifier/second_attempt_success (mean over
 episodes wrong at the first attempt); this script plots both, smoothed, per seed, to try_again.png under --out.
 
@@ -12,11 +14,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import random
 import shutil
 from pathlib import Path
 
 from rlvr.config import load_config
 from rlvr.sft import run_sft
+from rlvr.tasks import make_tasks
 from rlvr.trainer import Trainer
 
 RECIPE = Path(__file__).resolve().parent.parent / "recipes" / "try_again.yaml"
@@ -24,11 +28,31 @@ KEYS = {"first_attempt_success": "reward/verifier/first_attempt_success",
         "second_attempt_success": "reward/verifier/second_attempt_success"}
 
 
-def run(seed: int, root: Path, steps: int | None) -> list[dict]:
+def write_demonstrations(cfg, path: Path, retry_frac: float) -> None:
+    """Try-again conversations for the task's train stream at seed + 1; a wrong first answer is off by 1 to 10."""
+    task = make_tasks(cfg.data.tasks, cfg.seed + cfg.sft.seed_offset)[0]
+    feedback = cfg.data.tasks[0].env.args.get("feedback", "Incorrect. Try again.")
+    rng = random.Random(cfg.seed)
+    rows = []
+    for i in range(cfg.sft.num_examples):
+        p = task.problem("train", i)
+        messages = [{"role": "user", "content": p.prompt}]
+        if rng.random() < retry_frac:
+            wrong = int(p.answer) + rng.choice([-1, 1]) * rng.randint(1, 10)
+            messages += [{"role": "assistant", "content": str(wrong)}, {"role": "user", "content": feedback}]
+        rows.append({"messages": messages + [{"role": "assistant", "content": p.answer}]})
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def run(seed: int, root: Path, steps: int | None, retry_frac: float) -> list[dict]:
     out = root / f"seed{seed}"
     shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
     base = [f"seed={seed}", *([f"steps={steps}"] if steps else [])]
-    sft_dir = run_sft(load_config(RECIPE, [*base, f"tracking.output_dir={out}", f"sft.output_dir={out / 'sft'}"]))
+    demos = out / "demonstrations.jsonl"
+    write_demonstrations(load_config(RECIPE, base), demos, retry_frac)
+    sft_dir = run_sft(load_config(RECIPE, [*base, f"tracking.output_dir={out}", f"sft.output_dir={out / 'sft'}",
+                                           f"sft.data_file={demos}", "sft.messages_column=messages"]))
     Trainer(load_config(RECIPE, [*base, f"model.name={sft_dir}", f"tracking.output_dir={out / 'rl'}"])).fit()
     return [json.loads(line) for line in (out / "rl" / "metrics.jsonl").read_text().splitlines() if line.strip()]
 
@@ -46,12 +70,13 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     parser.add_argument("--steps", type=int, default=None)
     parser.add_argument("--window", type=int, default=15, help="moving-average window in steps")
+    parser.add_argument("--retry-frac", type=float, default=0.3, help="demonstrations with a wrong first answer")
     parser.add_argument("--out", default="runs/try_again_bench")
     args = parser.parse_args()
     root = Path(args.out)
     curves = {}
     for seed in args.seeds:
-        rows = [r for r in run(seed, root, args.steps) if KEYS["first_attempt_success"] in r]
+        rows = [r for r in run(seed, root, args.steps, args.retry_frac) if KEYS["first_attempt_success"] in r]
         curves[seed] = {name: [r.get(key, float("nan")) for r in rows] for name, key in KEYS.items()}
         curves[seed]["attempts"] = [r["reward/verifier/attempts"] for r in rows]
         head, tail = slice(0, args.window), slice(-args.window, None)

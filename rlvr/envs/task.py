@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 
 from rlvr.config import EnvConfig
 from rlvr.envs.base import ENVIRONMENTS, Environment
+from rlvr.envs.render import PLAIN
 from rlvr.errors import ConfigError
 from rlvr.tasks.base import Problem, Task
 
@@ -55,5 +56,8 @@ class EnvTask(Task):
         return self.task.same_answer(a, b)
 
     def corpus(self, n: int = 2000) -> Iterator[str]:
+        """The task's text, then the environment's own phrases as plain-text replies (a tiny tokenizer then
+        knows every character the environment writes)."""
         yield from self.task.corpus(n)
-        yield from getattr(self.env_class, "corpus_hint", ())
+        for hint in getattr(self.env_class, "corpus_hint", ()):
+            yield from (template.format(content=hint) for template in PLAIN.values())
