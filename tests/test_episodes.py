@@ -392,3 +392,18 @@ def test_sft_on_conversations_trains_assistant_turns_only(tmp_path):
     logits = model(input_ids=torch.tensor([prompt + ids])).logits[0, len(prompt) - 1 : -1]
     manual = torch.nn.functional.cross_entropy(logits[torch.tensor(trained)], torch.tensor(ids)[torch.tensor(trained)])
     assert torch.isclose(loss, manual, atol=1e-5) and n_trained == 4
+
+
+def test_budget_and_turn_limits_end_episodes(chat_policy):
+    model, tok = chat_policy
+    torch.manual_seed(4)
+    task = env_task(max_turns=2, max_tokens=12)
+    _, prompts, groups = play(model, tok, task, n=4, problems=3, max_new=8)
+    for ep in (e for g in groups for e in g):
+        assert len(ep.token_ids) <= 12 and ep.turns <= 2
+        assert len(ep.token_ids) == len(ep.policy_mask) == len(ep.logprobs) == len(ep.entropies)
+        if ep.policy_mask[-1] and ep.token_ids[-1] != tok.eos_token_id:
+            assert ep.truncated  # the last turn was cut (turn limit or budget)
+    _, _, groups = play(model, tok, env_task(max_turns=2, max_tokens=5), n=4, problems=3, max_new=8)
+    cut = [e for g in groups for e in g if len(e.token_ids) == 5 and e.token_ids[-1] != tok.eos_token_id]
+    assert cut and all(e.truncated and e.turns == 1 and all(e.policy_mask) for e in cut)

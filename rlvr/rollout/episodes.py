@@ -153,8 +153,8 @@ class EpisodeRunner:
         text = c.text if kept == len(c.token_ids) else self.tokenizer.decode(ids, skip_special_tokens=True)
         r.messages.append({"role": "assistant", "content": text})
         r.truncated = c.truncated or kept < len(c.token_ids)
-        if kept < len(c.token_ids) or r.left == 0:  # out of budget: the turn is cut, the environment is not asked
-            r.truncated, r.done = True, True
+        if kept < len(c.token_ids):  # out of budget: the turn is cut, the environment is not asked
+            r.done = True
             return
         try:
             step = r.env.step(text)
