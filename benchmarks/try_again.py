@@ -1,8 +1,8 @@
 """Does second-attempt success rise when training with 'try again' feedback? (docs/results.md)
 
-SFT on try-again conversations (recipes/try_again.yaml): most answer right at once, a fraction (--retry-frac)
-answer wrong first, hear "Incorrect. Try again." and then answer right, so the model knows the format of a second
-attempt; then GRPO on try-again episodes. Per step the training log holds
+SFT on try-again conversations (recipes/try_again.yaml): most answer right at once; in a fraction (--retry-frac)
+a wrong first answer (context only, not trained on) hears "Incorrect. Try again." and the right answer follows, so
+the model knows the shape of a second attempt; then GRPO on try-again episodes. Per step the training log holds
 reward/verifier/first_attempt_success (mean over episodes) and reward/verifier/second_attempt_success (mean over
 episodes wrong at the first attempt); this script plots both, smoothed, per seed, to try_again.png under --out.
 
@@ -39,7 +39,8 @@ def write_demonstrations(cfg, path: Path, retry_frac: float) -> None:
         messages = [{"role": "user", "content": p.prompt}]
         if rng.random() < retry_frac:
             wrong = int(p.answer) + rng.choice([-1, 1]) * rng.randint(1, 10)
-            messages += [{"role": "assistant", "content": str(wrong)}, {"role": "user", "content": feedback}]
+            messages += [{"role": "assistant", "content": str(wrong), "train": False},  # context, not a target
+                         {"role": "user", "content": feedback}]
         rows.append({"messages": messages + [{"role": "assistant", "content": p.answer}]})
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 

@@ -392,6 +392,9 @@ def test_sft_on_conversations_trains_assistant_turns_only(tmp_path):
     logits = model(input_ids=torch.tensor([prompt + ids])).logits[0, len(prompt) - 1 : -1]
     manual = torch.nn.functional.cross_entropy(logits[torch.tensor(trained)], torch.tensor(ids)[torch.tensor(trained)])
     assert torch.isclose(loss, manual, atol=1e-5) and n_trained == 4
+    context_only = [{**m, "train": False} if m["content"] == "8" else m for m in conversation]
+    (_, same_ids, trained), = encode_conversations([context_only], encode)
+    assert same_ids == ids and tok.decode([i for i, t in zip(ids, trained) if t]) == "7<|im_end|>"
 
 
 def test_budget_and_turn_limits_end_episodes(chat_policy):

@@ -73,7 +73,8 @@ class ChatRenderer:
                      ) -> tuple[list[int], list[int], list[bool]]:
         """A whole conversation as an episode would hold it (for SFT on multi-turn demonstrations): the prompt
         (messages before the first assistant turn), then the ids after it with True on assistant tokens. Each
-        assistant turn is its text's ids plus the end-of-turn token, as the model would sample it."""
+        assistant turn is its text's ids plus the end-of-turn token, as the model would sample it; an assistant
+        message with "train": false stays in the sequence as context but out of the loss (a wrong first answer)."""
         first = next((i for i, m in enumerate(messages) if m["role"] == "assistant"), None)
         if first is None:
             raise RlvrError("A conversation needs at least one assistant message to learn from.")
@@ -88,6 +89,6 @@ class ChatRenderer:
                 reply = self.continuation(pending, turn)
                 ids, policy, pending = ids + reply, policy + [False] * len(reply), []
             turn = self._ids(m["content"]) + [self.tokenizer.eos_token_id]
-            ids, policy = ids + turn, policy + [True] * len(turn)
+            ids, policy = ids + turn, policy + [bool(m.get("train", True))] * len(turn)
         return prompt, ids, policy
 
