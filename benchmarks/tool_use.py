@@ -150,6 +150,7 @@ def plot(rows: list[dict], path: Path) -> None:
         for i, arm in enumerate(arms):
             mine = [r for r in rows if r["arm"] == arm]
             if mine[0]["before"][key] is None:
+                ax.text(i * 3 + 0.5, 2, "n/a", ha="center")
                 continue
             for j, stage in enumerate(("before", "after")):
                 values = [100 * r[stage][key] for r in mine]
@@ -158,6 +159,7 @@ def plot(rows: list[dict], path: Path) -> None:
                        label=("after SFT", "after RL")[j] if i == 0 else None)
                 ax.scatter([x] * len(values), values, color="black", s=12, zorder=3)
         ax.set_xticks([i * 3 + 0.5 for i in range(len(arms))], [a.replace("_", " ") for a in arms])
+        ax.set_xlim(-0.8, 3 * len(arms) - 1.2)
         ax.set_ylabel("%")
         ax.set_ylim(0, 100)
         ax.set_title(title)

@@ -85,24 +85,31 @@ def main() -> None:
                                            for name, v in curves[seed].items()
                                            for where, part in (("first_steps", head), ("last_steps", tail))}}))
     (root / "curves.json").write_text(json.dumps(curves))
+    plot(curves, args.window, root / "try_again.png")
+    print(f"plot: {root / 'try_again.png'}")
+
+
+def plot(curves: dict, window: int, path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+    top = 0.0
     for ax, name in zip(axes, KEYS):
         for seed, c in curves.items():
-            ax.plot(range(1, len(c[name]) + 1), smooth(c[name], args.window), label=f"seed {seed}")
+            line = smooth(c[name], window)
+            top = max([top, *(v for v in line if not math.isnan(v))])
+            ax.plot(range(1, len(line) + 1), line, label=f"seed {seed}")
         ax.set_title(name.replace("_", " ") + (" (among wrong first answers)" if name.startswith("second") else ""))
         ax.set_xlabel("GRPO step")
-        ax.set_ylim(0, 1)
-    axes[0].set_ylabel(f"training episodes, {args.window}-step moving mean")
+    axes[0].set_ylim(0, min(1.0, top * 1.2 + 0.02))
+    axes[0].set_ylabel(f"training episodes, {window}-step moving mean")
     axes[0].legend()
     fig.suptitle("'Try again' episodes (3 attempts), tiny model, 2-digit addition")
     fig.tight_layout()
-    fig.savefig(root / "try_again.png", dpi=110)
-    print(f"plot: {root / 'try_again.png'}")
+    fig.savefig(path, dpi=110)
 
 
 def _mean(values: list[float]) -> float:
