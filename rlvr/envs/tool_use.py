@@ -7,6 +7,7 @@ from rlvr.envs.base import ENVIRONMENTS, Environment, EnvStep, Outcome, verify
 from rlvr.envs.python_tool import PythonSession
 from rlvr.envs.tools import CallFormat, Tool, calculator, parse_tool_calls, run_tool_call
 from rlvr.errors import ConfigError
+from rlvr.sandbox import isolation_level
 from rlvr.tasks.base import Problem, Task
 
 BUILTIN_TOOLS = ("calculator", "python")
@@ -22,6 +23,7 @@ def make_tools(names: list[str], timeout_s: float) -> list[Tool]:
         if name == "calculator":
             tools.append(Tool(calculator, timeout_s))
         elif name == "python":
+            isolation_level()  # no usable sandbox: refuse here, at start-up, not as an error in every tool message
             tools.append(Tool(PythonSession().python, timeout_s + 10))  # the sandbox enforces its own limit
         elif ":" in name:
             tools.append(Tool(resolve_function(name), timeout_s))
