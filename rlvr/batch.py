@@ -15,7 +15,7 @@ from rlvr.rollout.base import Completion
 class RolloutBatch:
     input_ids: torch.Tensor  # [N, P + C]: left-padded prompt, right-padded completion
     attention_mask: torch.Tensor  # [N, P + C]
-    completion_mask: torch.Tensor  # [N, C] float, 1 on completion tokens
+    completion_mask: torch.Tensor  # [N, C] float, 1 on tokens the policy sampled (0 on padding and environment tokens)
     rollout_logprobs: torch.Tensor  # [N, C] from the sampler
     rollout_entropy: torch.Tensor  # [N, C] sampling entropy per token (zeros unless the engine returned it)
     group_ids: torch.Tensor  # [N]
@@ -46,9 +46,10 @@ class RolloutBatch:
         out = replace(self, **picked)
         if not len(out):
             return out
-        # Trim columns that are padding in every selected row: leading prompt pads, trailing completion pads.
-        keep_c = max(1, int(out.completion_mask.sum(-1).max()))
+        # Trim columns that are padding in every selected row: leading prompt pads, trailing completion pads
+        # (attention, not completion_mask: an episode's environment tokens are real tokens outside the loss).
         width_p = out.input_ids.shape[1] - out.completion_width
+        keep_c = max(1, int(out.attention_mask[:, width_p:].sum(-1).max()))
         first = int(out.attention_mask[:, :width_p].argmax(-1).min()) if width_p else 0
         for name in ("completion_mask", "loss_mask", "rollout_logprobs", "rollout_entropy", "advantages",
                      "old_logprobs", "ref_logprobs"):
@@ -68,7 +69,9 @@ class RolloutBatch:
     def from_completions(
         cls, prompts: list[list[int]], completions: list[list[Completion]], pad_id: int, metadata: list[dict]
     ) -> RolloutBatch:
-        """Flatten per-prompt completion groups; group i holds the samples of prompts[i]."""
+        """Flatten per-prompt completion groups; group i holds the samples of prompts[i]. An episode's environment
+        tokens sit in the completion region with attention 1 and completion_mask 0 (rollout logprobs 0 there), so
+        everything that reads completion_mask (loss, entropy, KL, token selection, lengths) sees policy tokens."""
         rows = [(g, prompts[g], c) for g, group in enumerate(completions) for c in group]
         width_p = max(len(p) for _, p, _ in rows)
         width_c = max(1, max(len(c.token_ids) for _, _, c in rows))
@@ -83,7 +86,7 @@ class RolloutBatch:
             attn[r, width_p - len(p) : width_p + len(c.token_ids)] = 1
             if c.token_ids:
                 ids[r, width_p : width_p + len(c.token_ids)] = torch.tensor(c.token_ids)
-                cmask[r, : len(c.token_ids)] = 1
+                cmask[r, : len(c.token_ids)] = 1 if c.policy_mask is None else torch.tensor(c.policy_mask).float()
                 logps[r, : len(c.token_ids)] = torch.tensor(c.logprobs)
                 if c.entropies:
                     entropy[r, : len(c.token_ids)] = torch.tensor(c.entropies)

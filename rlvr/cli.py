@@ -60,10 +60,14 @@ def cmd_eval(args) -> None:
 
 
 def cmd_tasks(args) -> None:
+    from rlvr.envs import ENVIRONMENTS
     from rlvr.tasks import TASKS
 
     for name in TASKS.names():
         print(f"{name:16s} {TASKS.summary(name)}")
+    print("\nenvironments (data.tasks[].env, docs/environments.md):")
+    for name in ENVIRONMENTS.names():
+        print(f"{name:16s} {ENVIRONMENTS.summary(name)}")
 
 
 def cmd_algorithms(args) -> None:
@@ -163,7 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--timeout", type=float, default=10.0, help="per-row wall-clock limit, seconds")
     v.add_argument("--json", action="store_true", help="machine-readable output")
     v.set_defaults(func=cmd_verify)
-    sub.add_parser("tasks", help="list tasks").set_defaults(func=cmd_tasks)
+    sub.add_parser("tasks", help="list tasks and environments").set_defaults(func=cmd_tasks)
     sub.add_parser("algorithms", help="list estimators and losses").set_defaults(func=cmd_algorithms)
     return parser
 

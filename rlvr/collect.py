@@ -12,6 +12,7 @@ from rlvr.distributed import all_gather_objects, shard
 from rlvr.prompts import PromptEncoder
 from rlvr.rewards.composite import RewardComposer, Scored, completion_fields
 from rlvr.rollout import Completion, RolloutEngine, SamplingParams, group_generator
+from rlvr.rollout.episodes import EpisodeRunner
 from rlvr.tasks import Problem, Task
 
 
@@ -44,7 +45,8 @@ class StepCollector:
     def __init__(self, engine: RolloutEngine, encode: PromptEncoder, tasks: list[Task], sampler: PromptSampler,
                  group_filter: GroupFilter, stats: CurriculumStats, composer: RewardComposer, params: SamplingParams,
                  *, prompts_per_step: int, max_rounds: int, seed: int, seed_per_group: bool, device):
-        self.engine, self.encode, self.tasks, self.sampler = engine, encode, tasks, sampler
+        self.runner = EpisodeRunner(engine, encode)  # environment tasks play episodes, the others one completion
+        self.tasks, self.sampler = tasks, sampler
         self.filter, self.stats, self.composer, self.params = group_filter, stats, composer, params
         self.prompts_per_step, self.max_rounds, self.seed = prompts_per_step, max_rounds, seed
         self.seed_per_group, self.device = seed_per_group, device
@@ -55,17 +57,18 @@ class StepCollector:
         drawn = self.sampler.next_batch(self.prompts_per_step,
                                         lambda t, p: self.filter.admit(self.stats, prompt_key(self.tasks[t], p)))
         self.stats.record_draws([t for t, _ in drawn])
-        prompts = [self.encode(p.prompt, where=f"task {self.tasks[t].label}, problem {p.uid}") for t, p in drawn]
         mine = shard(len(drawn))
         generators = None
         if self.seed_per_group:
             generators = [group_generator(self.device(), self.seed, step, round_index, g) for g in mine]
-        completions = self.engine.generate([prompts[g] for g in mine], self.params, generators)
+        prompts, completions = self.runner.generate([(self.tasks[t], p) for t, p in drawn[mine.start : mine.stop]],
+                                                    self.params, generators)
         samples = [(self.tasks[t], p, c.text, completion_fields(c, self.params.max_new_tokens))
                    for (t, p), group in zip(drawn[mine.start : mine.stop], completions) for c in group]
-        parts = all_gather_objects((completions, self.composer.score(samples)))
-        completions = [g for part, _ in parts for g in part]
-        scored = Scored.concat([s for _, s in parts])
+        parts = all_gather_objects((prompts, completions, self.composer.score(samples)))
+        prompts = [p for part, _, _ in parts for p in part]
+        completions = [g for _, part, _ in parts for g in part]
+        scored = Scored.concat([s for _, _, s in parts])
         n = self.params.n
         groups = [Group(t, p, prompts[g], completions[g], scored.select(list(range(g * n, (g + 1) * n))))
                   for g, (t, p) in enumerate(drawn)]
@@ -83,7 +86,7 @@ class StepCollector:
             skipped += self.sampler.skipped
             rounds_scored.append(scored)
             for group in groups:
-                gen_tokens += sum(len(c.token_ids) for c in group.completions)
+                gen_tokens += sum(c.policy_tokens for c in group.completions)
                 (kept if self.filter.keep(group.scored.total, group.scored.correct) else rejected).append(group)
         gen_s = time.perf_counter() - t0
         generated = Scored.concat(rounds_scored)

@@ -78,12 +78,41 @@ class ModelConfig(Section):
                                       "policy is the model with adapters disabled.")
 
 
+class EnvConfig(Section):
+    """Episodes in an environment over a task's problems (docs/environments.md)."""
+
+    name: str = Field(..., description="A registered environment (see `rlvr tasks`), e.g. tools, try_again.")
+    args: dict[str, Any] = Field(default_factory=dict, description="Environment-specific arguments.")
+    max_turns: int = Field(4, gt=0, description="Assistant turns per episode at most.")
+    max_tokens: int | None = Field(None, gt=0, description="Token budget of an episode after its prompt (assistant "
+                                   "and environment tokens); default max_turns * rollout.max_new_tokens.")
+    reward: Literal["final", "sum", "discounted"] = Field(
+        "final", description="Episode reward: the environment's final reward ('final'), plus the turn rewards "
+        "('sum'), or both discounted by gamma per assistant turn ('discounted').")
+    gamma: float = Field(1.0, gt=0, le=1, description="Discount per assistant turn for reward=discounted.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_name(cls, data: Any) -> Any:
+        """`env: try_again` is short for `{name: try_again}`."""
+        return {"name": data} if isinstance(data, str) else data
+
+    @model_validator(mode="after")
+    def _known_environment(self) -> EnvConfig:
+        from rlvr.envs import ENVIRONMENTS
+
+        ENVIRONMENTS.get(self.name)
+        return self
+
+
 class TaskConfig(Section):
     name: str = Field(..., description="A registered task (see `rlvr tasks`).")
     weight: float = Field(1.0, gt=0, description="Share of prompts drawn from this task by the mixture sampler "
         "(relative to the others).")
     args: dict[str, Any] = Field(default_factory=dict, description="Task-specific arguments.")
     label: str | None = Field(None, description="Name in per-source metrics; defaults to the task's own label.")
+    env: EnvConfig | None = Field(None, description="Run this task's problems as multi-turn episodes in an "
+                                  "environment (tools, feedback, games); default: single completions.")
 
 
 class NamedPart(Section):
@@ -394,6 +423,9 @@ class SFTConfig(Section):
     data_file: str | None = Field(None, description="JSONL/Parquet/CSV of pairs; default: the tasks' reference solutions.")
     prompt_column: str = Field("prompt", description="Column of sft.data_file holding the prompt.")
     completion_column: str = Field("completion", description="Column of sft.data_file holding the target completion.")
+    messages_column: str | None = Field(
+        None, description="Column of conversations (lists of {role, content}) instead of pairs: multi-turn "
+        "demonstrations (tool calls and results), rendered as episodes are; loss on assistant turns only.")
     num_examples: int = Field(256, gt=0, description="Demonstrations drawn from the tasks when no data_file is given.")
     seed_offset: int = Field(
         1, description="Demonstrations come from the tasks' train stream at seed + seed_offset, so RL prompts are fresh."

@@ -43,6 +43,7 @@ def model_record(label: str, path: str, run: EvalRun) -> dict:
         "path": path,
         "metrics": run.summary(),
         "diversity": run.diversity(),
+        "turns_mean": run.turns_mean(),
         "generation": {"completions": run.completions, "seconds": round(run.generation_s, 3),
                        "completions_per_s": run.completions / max(run.generation_s, 1e-9)},
         "problems": [problem_row(r, m) for r, m in zip(run.results, run.problem_metrics)],
@@ -101,6 +102,9 @@ def markdown(data: dict, figures: list[str]) -> str:
             entropy = f"{d['token_entropy']:.3f}" if "token_entropy" in d else "-"
             lines.append(f"| {m['label']} | {d['distinct_answers']:.2f} | {d['distinct_correct_answers']:.2f} | "
                          f"{100 * d['no_answer_frac']:.1f}% | {entropy} |")
+    if any((m["turns_mean"] or 1) != 1 for m in models):
+        lines += ["", "## Episodes", "", *head(["model", "mean assistant turns per episode"])]
+        lines += [f"| {m['label']} | {m['turns_mean']:.2f} |" for m in models]
     lines += ["", "## Generation", "", *head(["model", "path", "completions", "seconds", "completions/s"])]
     for m in models:
         g = m["generation"]

@@ -16,6 +16,7 @@ from rlvr.estimators import avg_at_k, bootstrap_ci, majority_at_k, pass_at_k
 from rlvr.prompts import PromptEncoder
 from rlvr.rewards.composite import RewardComposer, completion_fields
 from rlvr.rollout.base import Completion, RolloutEngine, SamplingParams
+from rlvr.rollout.episodes import EpisodeRunner
 from rlvr.tasks.base import Problem, Task
 
 
@@ -58,7 +59,9 @@ class ProblemResult:
     no_answer: int = 0  # samples stating no answer
     distinct_correct_spellings: int = 0  # distinct answer texts among correct samples ('1/2' and '0.5': two)
     entropy_sum: float = 0.0
-    tokens: int = 0
+    tokens: int = 0  # policy tokens of the samples (an episode's environment tokens not counted)
+    turns: int = 0  # assistant turns over everything generated, greedy included (1 per single-turn completion)
+    generated: int = 0
 
     def metrics(self, ks: list[int]) -> dict[str, float]:
         """This problem's estimates: greedy (0/1), pass@k, maj@k, avg@N."""
@@ -93,6 +96,11 @@ class EvalRun:
             if with_ci:
                 out[name]["ci95"] = list(bootstrap_ci(values, seed=seed))
         return out
+
+    def turns_mean(self) -> float | None:
+        """Mean assistant turns per generated episode, greedy included (1.0 for single-turn tasks)."""
+        generated = sum(r.generated for r in self.results)
+        return sum(r.turns for r in self.results) / generated if generated else None
 
     def diversity(self) -> dict[str, float]:
         """Mean distinct answers and distinct correct answers per problem; mean token entropy (nats)."""
@@ -151,7 +159,7 @@ def run_evaluation(engine: RolloutEngine, encode: PromptEncoder, tasks: list[Tas
     batch of prompts per engine call and scored by the task's verifier."""
     work = [(task, problem) for task in tasks for problem in eval_problems(task, settings.num_problems)]
     results = [ProblemResult(task.label, p.uid, p.answer) for task, p in work]
-    prompts = [encode(p.prompt, where=f"task {task.label}, eval problem {p.uid}") for task, p in work]
+    runner = EpisodeRunner(engine, encode)  # environment tasks are played as episodes
     passes = []
     if settings.greedy:
         passes.append(SamplingParams(n=1, greedy=True, max_new_tokens=settings.max_new_tokens, stop=settings.stop))
@@ -169,7 +177,7 @@ def run_evaluation(engine: RolloutEngine, encode: PromptEncoder, tasks: list[Tas
             for start in range(0, len(work), per_call):
                 rows = range(start, min(start + per_call, len(work)))
                 t0 = time.perf_counter()
-                groups = engine.generate([prompts[i] for i in rows], params)
+                _, groups = runner.generate([work[i] for i in rows], params, where="eval problem")
                 generation_s += time.perf_counter() - t0
                 _score(composer, [work[i] for i in rows], [results[i] for i in rows], groups, params)
                 progress.advance(bar, len(rows) * params.n)
@@ -183,6 +191,8 @@ def _score(composer: RewardComposer, work: list[tuple[Task, Problem]], results: 
     verdicts = scored.correct.tolist()
     for i, ((task, _), result, group) in enumerate(zip(work, results, groups)):
         ok = verdicts[i * params.n : (i + 1) * params.n]
+        result.turns += sum(getattr(c, "turns", 1) for c in group)
+        result.generated += len(group)
         if params.greedy:
             result.greedy_correct = ok[0]
             continue
@@ -190,7 +200,7 @@ def _score(composer: RewardComposer, work: list[tuple[Task, Problem]], results: 
         result.classes, result.no_answer, result.distinct_correct_spellings = answer_classes(
             task, [c.text for c in group], ok)
         result.entropy_sum = sum(sum(c.entropies) for c in group)
-        result.tokens = sum(len(c.token_ids) for c in group)
+        result.tokens = sum(c.policy_tokens for c in group)
 
 
 def _progress(show: bool) -> Progress:
@@ -239,4 +249,6 @@ def training_metrics(run: EvalRun) -> dict[str, float]:
             metrics[f"eval/{label}/accuracy"] = sum(flags) / len(flags)
     for name, stats in run.summary(with_ci=False).items():
         metrics["eval/accuracy" if name == "greedy" else f"eval/{name}"] = stats["value"]
+    if run.turns_mean() is not None:
+        metrics["eval/turns_mean"] = run.turns_mean()
     return metrics

@@ -17,6 +17,20 @@ from rlvr.tasks.dataset import read_rows
 from rlvr.tracking import MetricsLogger
 
 
+def conversations(cfg: RunConfig) -> list[list[dict]]:
+    """The conversations of sft.data_file's sft.messages_column."""
+    s = cfg.sft
+    out = []
+    for i, row in enumerate(read_rows(s.data_file), 1):
+        messages = row.get(s.messages_column)
+        if not isinstance(messages, list) or not all(isinstance(m, dict) and "role" in m and "content" in m
+                                                      for m in messages):
+            raise DataError(f"{s.data_file}, row {i}: column '{s.messages_column}' must be a list of "
+                            "{role, content} messages.")
+        out.append(messages)
+    return out
+
+
 def demonstrations(cfg: RunConfig) -> list[tuple[str, str]]:
     """(prompt, completion) pairs: from sft.data_file, or the tasks' reference solutions."""
     s = cfg.sft
@@ -54,25 +68,42 @@ def demonstrations(cfg: RunConfig) -> list[tuple[str, str]]:
     return pairs
 
 
-def encode_pairs(pairs, encode: PromptEncoder, tokenizer) -> list[tuple[list[int], list[int]]]:
+Example = tuple[list[int], list[int], list[bool] | None]  # prompt ids, target ids, which targets are trained (None: all)
+
+
+def encode_pairs(pairs, encode: PromptEncoder, tokenizer) -> list[Example]:
     out = []
     for i, (prompt, completion) in enumerate(pairs):
         target = tokenizer(completion, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
-        out.append((encode(prompt, where=f"demonstration {i}"), target))
+        out.append((encode(prompt, where=f"demonstration {i}"), target, None))
     return out
 
 
-def sft_loss(model, examples: list[tuple[list[int], list[int]]], pad_id: int) -> torch.Tensor:
-    """Mean cross-entropy over the completion tokens of `examples` (right-padded batch)."""
-    width = max(len(p) + len(c) for p, c in examples)
+def encode_conversations(messages: list[list[dict]], encode: PromptEncoder) -> list[Example]:
+    """Multi-turn demonstrations as episodes: environment messages rendered as the episode runner renders them
+    and left out of the loss."""
+    from rlvr.envs.render import ChatRenderer
+
+    renderer = ChatRenderer(encode.tokenizer, encode.use_template, encode.system_prompt, encode.template_kwargs)
+    return [renderer.conversation(m) for m in messages]
+
+
+def sft_loss(model, examples: list[Example], pad_id: int) -> torch.Tensor:
+    """Mean cross-entropy over the trained target tokens of `examples` (right-padded batch); a (prompt, target)
+    pair trains every target token."""
+    examples = [(e[0], e[1], e[2] if len(e) > 2 else None) for e in examples]
+    width = max(len(p) + len(c) for p, c, _ in examples)
     ids = torch.full((len(examples), width), pad_id, dtype=torch.long)
     labels = torch.full((len(examples), width), -100, dtype=torch.long)
     attn = torch.zeros((len(examples), width), dtype=torch.long)
-    for r, (p, c) in enumerate(examples):
+    for r, (p, c, trained) in enumerate(examples):
         seq = p + c
         ids[r, : len(seq)] = torch.tensor(seq)
         attn[r, : len(seq)] = 1
-        labels[r, len(p) : len(seq)] = torch.tensor(c)
+        target = torch.tensor(c)
+        if trained is not None:
+            target = target.masked_fill(~torch.tensor(trained, dtype=torch.bool), -100)
+        labels[r, len(p) : len(seq)] = target
     device = next(model.parameters()).device
     logits = model(input_ids=ids.to(device), attention_mask=attn.to(device)).logits[:, :-1].float()
     return torch.nn.functional.cross_entropy(logits.transpose(1, 2), labels[:, 1:].to(device), ignore_index=-100)
@@ -83,14 +114,18 @@ def run_sft(cfg: RunConfig) -> Path:
     s = cfg.sft
     out = Path(s.output_dir or Path(cfg.tracking.output_dir) / "sft")
     torch.manual_seed(cfg.seed)
-    pairs = demonstrations(cfg)
+    multi_turn = bool(s.data_file and s.messages_column)
+    dialogues = conversations(cfg) if multi_turn else []
+    pairs = [] if multi_turn else demonstrations(cfg)
     if cfg.model.name == TINY:
-        model, tokenizer = load_policy(cfg.model, cfg.seed, [t for pair in pairs for t in pair])
+        texts = [m["content"] for d in dialogues for m in d] + [t for pair in pairs for t in pair]
+        hints = [h for task in make_tasks(cfg.data.tasks, cfg.seed) for h in task.corpus(0)]  # environment text
+        model, tokenizer = load_policy(cfg.model, cfg.seed, texts + hints)
     else:
         model, tokenizer = load_model(cfg.model), load_tokenizer(cfg.model.tokenizer or cfg.model.name)
     encode = PromptEncoder(tokenizer, cfg.model.chat_template, cfg.data.system_prompt, cfg.data.max_prompt_tokens,
                            template_kwargs=cfg.model.chat_template_kwargs)
-    examples = encode_pairs(pairs, encode, tokenizer)
+    examples = encode_conversations(dialogues, encode) if multi_turn else encode_pairs(pairs, encode, tokenizer)
     optimizer = torch.optim.AdamW(model.parameters(), lr=s.lr)
     steps_per_epoch = -(-len(examples) // s.batch_size)
     logger = MetricsLogger(out, s.epochs * steps_per_epoch, console=cfg.tracking.console, tensorboard="off",

@@ -181,3 +181,18 @@ def test_a_group_samples_the_same_completions_whichever_batch_it_is_in():
     assert [c.token_ids for c in together[1]] == [c.token_ids for c in alone[0]]
     other_step = engine.generate(prompts[1:], params, [group_generator(cpu, 0, 2, 0, 1)])
     assert [c.token_ids for c in other_step[0]] != [c.token_ids for c in alone[0]]
+
+
+@pytest.mark.slow
+def test_episodes_train_the_same_under_two_processes_as_in_one(tmp_path):
+    """Multi-turn episodes (try again) are played per rank and gathered like single-turn groups."""
+    task = ("data.tasks=[{name: arithmetic, args: {max_operand: 99}, env: {name: try_again, max_turns: 3, "
+            "max_tokens: 24}}]")
+    train(tmp_path / "one", task, procs=1, steps=3)
+    train(tmp_path / "two", task, procs=2, steps=3)
+    one, two = (list_checkpoints(tmp_path / name / "checkpoints")[-1] for name in ("one", "two"))
+    assert max_difference(weights(one), weights(two)) < 1e-5
+    a, b = rows_of(tmp_path / "one"), rows_of(tmp_path / "two")
+    for x, y in zip(a, b):
+        for key in ("reward/mean", "reward/verifier/turns", "actor/loss"):
+            assert y[key] == pytest.approx(x[key], rel=1e-4, abs=1e-6), (x["step"], key)

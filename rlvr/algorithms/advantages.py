@@ -148,14 +148,15 @@ def reinforce(inp: AdvantageInputs, cfg: AlgorithmConfig) -> tuple[Tensor, None]
 
 
 def discounted_returns(token_rewards: Tensor, mask: Tensor, gamma: float) -> Tensor:
-    """G_t = r_t + gamma G_{t+1} within each completion's valid tokens (0 on padding)."""
+    """G_t = r_t + gamma G_{t'} over each completion's valid tokens, t' the next valid token (0 on padding).
+    Masked tokens are skipped, not reset at: a reward after an episode's environment tokens reaches the policy
+    tokens before them (the bug of returns that restart at tool output, verl PR #6376)."""
     rewards = token_rewards * mask
     returns = torch.zeros_like(rewards)
     running = torch.zeros_like(rewards[:, 0])
     for t in reversed(range(rewards.shape[1])):
-        running = rewards[:, t] + gamma * running
+        running = torch.where(mask[:, t] > 0, rewards[:, t] + gamma * running, running)
         returns[:, t] = running
-        running = running * mask[:, t]
     return returns * mask
 
 

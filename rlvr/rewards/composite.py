@@ -4,6 +4,8 @@ Scoring runs in two stages. First the task's verifier, which is always scored (w
 because `accuracy` is its verdict. Then every other function, handed the verifier's score as `verifier_score`,
 so shaping terms that depend on correctness (a gate, a length bonus for correct answers) never verify twice.
 A batched function is called once per prompt group (consecutive samples of the same problem) with lists.
+A verifier returning {"score": s, "correct": 0/1} states its verdict apart from its score (an environment's
+episode: a discounted reward for a solved episode is still a success).
 """
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ from rlvr.tasks.base import Problem, Task
 
 def completion_fields(completion: Completion, max_new_tokens: int) -> dict:
     """What every reward function is handed about the completion besides its text."""
-    return {"completion_tokens": len(completion.token_ids), "truncated": completion.truncated,
-            "max_new_tokens": max_new_tokens}
+    return {"completion_tokens": completion.policy_tokens, "truncated": completion.truncated, "max_new_tokens": max_new_tokens,
+            **completion.fields}
 
 
 @dataclass
@@ -139,4 +141,7 @@ class RewardComposer:
             per_function[term.name] = values
             total += term.weight * values
         correct = per_function[self.verifier.name] >= 1.0
+        stated = extras.get(f"{self.verifier.name}/correct")  # a verifier may state its verdict apart from its score
+        if stated is not None:
+            correct = torch.where(stated.isnan(), correct, stated > 0.5)
         return Scored(total, per_function, correct, failures, extras, first_errors)

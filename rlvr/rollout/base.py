@@ -39,6 +39,15 @@ class Completion:
     logprobs: list[float]
     truncated: bool  # hit max_new_tokens before EOS or a stop string
     entropies: list[float] = field(default_factory=list)  # temperature-scaled, per token (if asked for)
+    # Multi-turn episodes (rlvr.rollout.episodes): per token, True where the policy sampled it and False where the
+    # environment wrote it (None: every token is the policy's); logprobs and entropies are 0 on environment tokens.
+    policy_mask: list[bool] | None = None
+    fields: dict = field(default_factory=dict)  # handed to reward functions besides the text (an episode's verdict)
+
+    @property
+    def policy_tokens(self) -> int:
+        """How many of the tokens the policy sampled."""
+        return len(self.token_ids) if self.policy_mask is None else sum(self.policy_mask)
 
 
 class RolloutEngine(Protocol):

@@ -7,6 +7,8 @@ The verifier is named as 'module:function' so reward workers can import it by it
 
 from __future__ import annotations
 
+from rlvr.envs import guess_number  # noqa: E402,F401,I001  (a task played in its own environment)
+
 # Register the built-in tasks.
 from rlvr.tasks import arithmetic, code, dataset, reasoning_gym  # noqa: E402,F401
 from rlvr.tasks import math as math_task  # noqa: E402,F401

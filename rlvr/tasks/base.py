@@ -40,6 +40,7 @@ class Task(ABC):
     runs_untrusted_code = False  # its verifier runs completions in the sandbox (checked at start-up)
 
     label_override: str | None = None  # data.tasks[].label
+    environment: str | None = None  # an environment this task's problems are always played in (a game)
 
     @property
     def label(self) -> str:
@@ -99,9 +100,20 @@ def make_task(name: str, seed: int, args: dict[str, Any], bad_rows: str = "error
     return task
 
 
+def with_environment(task: Task, env) -> Task:
+    """`task` played as episodes when data.tasks[].env is set or the task names its own environment."""
+    if env is None and task.environment is None:
+        return task
+    from rlvr.config import EnvConfig
+    from rlvr.envs.task import EnvTask
+
+    return EnvTask(task, env if env is not None else EnvConfig(name=task.environment))
+
+
 def make_tasks(configs: list, seed: int, bad_rows: str = "error") -> list[Task]:
     """The tasks of data.tasks; their labels must differ, since metrics and statistics are keyed by them."""
-    tasks = [make_task(t.name, seed, t.args, bad_rows, t.label) for t in configs]
+    tasks = [with_environment(make_task(t.name, seed, t.args, bad_rows, t.label), getattr(t, "env", None))
+             for t in configs]
     labels = [t.label for t in tasks]
     repeated = sorted({label for label in labels if labels.count(label) > 1})
     if repeated:

@@ -1,0 +1,7 @@
+"""Environments for multi-turn episodes (tools, feedback, games) and the registry they live in.
+See docs/environments.md."""
+
+from rlvr.envs import guess_number, skyrl_adapter, tool_use, try_again  # noqa: F401  (register the built-ins)
+from rlvr.envs.base import ENVIRONMENTS, REWARD_RULES, Environment, EnvStep, Outcome
+
+__all__ = ["ENVIRONMENTS", "REWARD_RULES", "EnvStep", "Environment", "Outcome"]

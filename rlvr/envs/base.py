@@ -1,0 +1,112 @@
+"""The environment protocol: an episode starts from a problem, the environment answers each assistant turn.
+
+An `Environment` is built per episode from a task's `Problem`. `reset()` gives the opening messages (by default
+the problem's prompt as a user message); each assistant turn goes to `step(text)`, which returns the
+environment's reply messages (tool results, feedback, a game's answer), a turn reward if any, and whether the
+episode is over. `outcome()` is the environment's final verdict: a reward and whether the episode succeeded.
+Rewards read this view (the assistant's text and what the environment made of it), never the raw token sequence.
+
+The episode reward combines the outcome with the turn rewards by a named rule (`REWARD_RULES`); it reaches
+the advantage estimators as any sample's score does (see `episode_verdict`).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from rlvr.registry import Registry
+from rlvr.tasks.base import Problem, Task
+
+Message = dict[str, Any]  # {"role": "user" | "tool" | "assistant" | "system", "content": str, ...}
+
+
+@dataclass
+class EnvStep:
+    """The environment's answer to one assistant turn."""
+
+    messages: list[Message] = field(default_factory=list)  # appended to the episode unless it is over
+    reward: float | None = None  # a turn reward, if the environment gives one
+    done: bool = False
+
+
+@dataclass
+class Outcome:
+    """The environment's verdict on a finished episode."""
+
+    reward: float
+    success: bool
+
+
+class Environment(ABC):
+    """One episode's environment. Subclasses take the problem and the task (its verifier, its answer parser)
+    plus their own keyword arguments from `data.tasks[].env.args`."""
+
+    tools: list = []  # rlvr.envs.tools.Tool objects offered to the model (schemas go to the chat template)
+
+    def __init__(self, problem: Problem, task: Task):
+        self.problem, self.task = problem, task
+
+    def reset(self) -> list[Message]:
+        """The opening messages. Every episode of one problem must open the same way (they share a prompt). A
+        conversational prompt (a list of messages) opens the episode as it is."""
+        prompt = self.problem.prompt
+        return list(prompt) if isinstance(prompt, list) else [{"role": "user", "content": prompt}]
+
+    @abstractmethod
+    def step(self, text: str) -> EnvStep:
+        """React to the assistant's turn `text` (special tokens removed)."""
+
+    @abstractmethod
+    def outcome(self) -> Outcome:
+        """The final verdict, called once when the episode has ended (for whatever reason)."""
+
+    def metrics(self) -> dict[str, float]:
+        """Numbers about the finished episode (tool calls, attempts), logged as reward/verifier/<name> means."""
+        return {}
+
+    def close(self) -> None:  # noqa: B027 (optional hook)
+        """Release what the episode held (processes, files)."""
+
+
+ENVIRONMENTS: Registry[type[Environment]] = Registry("environment")
+
+
+def verify(task: Task, problem: Problem, text: str) -> float:
+    """The task's own verifier on `text`, in this process (environments that judge turns while the episode
+    runs, e.g. "try again", need the verdict before the next turn)."""
+    from rlvr.rewards.loading import resolve_function
+    from rlvr.verifiers.timelimit import time_limit
+
+    with time_limit(10.0, f"verifier of task {task.label}"):
+        value = resolve_function(task.verifier)(problem.prompt, text, **problem.reward_fields())
+    return float(value["score"] if isinstance(value, dict) else value)
+
+
+def final_only(outcome: float, turn_rewards: list[float], gamma: float) -> float:
+    """R = outcome."""
+    return outcome
+
+
+def final_plus_turns(outcome: float, turn_rewards: list[float], gamma: float) -> float:
+    """R = outcome + sum_t r_t."""
+    return outcome + sum(turn_rewards)
+
+
+def discounted(outcome: float, turn_rewards: list[float], gamma: float) -> float:
+    """R = sum_t gamma^(t-1) r_t + gamma^(T-1) outcome, over the T assistant turns (earlier success pays more)."""
+    turns = max(1, len(turn_rewards))
+    return sum(gamma**t * r for t, r in enumerate(turn_rewards)) + gamma ** (turns - 1) * outcome
+
+
+REWARD_RULES: dict[str, Callable[[float, list[float], float], float]] = {
+    "final": final_only, "sum": final_plus_turns, "discounted": discounted}
+
+
+def episode_verdict(prompt: str, completion: str, episode_reward: float, episode_success: bool,
+                    episode_metrics: dict[str, float] | None = None, **_: object) -> dict[str, float]:
+    """The verifier of an environment task: the episode's reward as the environment computed it, its success
+    as the verdict (`correct`, so accuracy and pass@k count successful episodes), and the episode's metrics."""
+    return {**(episode_metrics or {}), "score": float(episode_reward), "correct": float(bool(episode_success))}

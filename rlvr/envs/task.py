@@ -1,0 +1,63 @@
+"""A task whose problems are played as episodes in an environment: `data.tasks[].env`.
+
+The wrapped task still supplies the problems, the label, the answer parsing and the tiny tokenizer's corpus; the
+environment runs the episode; the verifier becomes the episode's own verdict (`episode_verdict`), which the
+reward pool reads from the fields the episode runner attaches to each sample.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from rlvr.config import EnvConfig
+from rlvr.envs.base import ENVIRONMENTS, Environment
+from rlvr.envs.render import PLAIN
+from rlvr.errors import ConfigError
+from rlvr.tasks.base import Problem, Task
+
+
+class EnvTask(Task):
+    """`task`'s problems as episodes of the environment `config.name`."""
+
+    verifier = "rlvr.envs.base:episode_verdict"
+
+    def __init__(self, task: Task, config: EnvConfig):
+        self.task, self.config = task, config
+        self.env_class = ENVIRONMENTS.get(config.name)
+        self.name = task.name
+        self.has_rows, self.skipped_rows, self.label_override = task.has_rows, task.skipped_rows, task.label_override
+        self.make_env(task.problem("eval" if task.size("eval") else "train", 0)).close()  # bad args fail here
+
+    def make_env(self, problem: Problem) -> Environment:
+        """A fresh environment for one episode of `problem`."""
+        try:
+            return self.env_class(problem, self.task, **self.config.args)
+        except TypeError as e:
+            raise ConfigError(f"Bad arguments for environment '{self.config.name}' (data.tasks[].env.args): {e}") \
+                from None
+
+    @property
+    def default_label(self) -> str:
+        return self.task.default_label
+
+    def size(self, split: str) -> int | None:
+        return self.task.size(split)
+
+    def problem(self, split: str, index: int) -> Problem:
+        return self.task.problem(split, index)
+
+    def screen_prompts(self, encode: Callable[[str], list[int]]) -> None:
+        self.task.screen_prompts(encode)
+
+    def final_answer(self, completion: str) -> str | None:
+        return self.task.final_answer(completion)
+
+    def same_answer(self, a: str, b: str) -> bool:
+        return self.task.same_answer(a, b)
+
+    def corpus(self, n: int = 2000) -> Iterator[str]:
+        """The task's text, then the environment's own phrases as plain-text replies (a tiny tokenizer then
+        knows every character the environment writes)."""
+        yield from self.task.corpus(n)
+        for hint in getattr(self.env_class, "corpus_hint", ()):
+            yield from (template.format(content=hint) for template in PLAIN.values())

@@ -1,0 +1,185 @@
+"""Episodes: multi-turn rollouts in an environment, as one token sequence built only by appending ids.
+
+The sampled tokens of each assistant turn are appended as sampled (with their logprobs); the environment's reply
+is rendered once (rlvr.envs.render) and appended, flagged as environment tokens. A single-turn completion is an
+episode of one turn, so the batch, the advantages and the losses see one shape: `Completion.policy_mask` says
+which tokens the policy wrote, and the loss masks derive from it.
+
+Episodes are batched across environments that are at different turns: each engine call continues every live
+episode from its ids so far. The first turn draws the group's n samples from the shared prompt (one prefill);
+later turns continue each episode alone (n=1) from its own generator, seeded from the group's generator, so an
+episode's samples do not depend on which other episodes share the batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import torch
+
+from rlvr.envs.base import REWARD_RULES, Environment, Message
+from rlvr.envs.render import ChatRenderer
+from rlvr.envs.task import EnvTask
+from rlvr.errors import DataError, RlvrError
+from rlvr.prompts import PromptEncoder
+from rlvr.rollout.base import Completion, RolloutEngine, SamplingParams
+from rlvr.tasks.base import Problem, Task
+
+
+@dataclass
+class Episode(Completion):
+    """A finished episode. `text` is the environment's view of the answer: the last assistant turn's text."""
+
+    messages: list[Message] = field(default_factory=list)  # after the opening: assistant turns and replies
+    turns: int = 0  # assistant turns
+    reward: float = 0.0  # by the task's env.reward rule
+    success: bool = False
+
+
+@dataclass
+class _Running:
+    """An episode in progress."""
+
+    env: Environment
+    task: EnvTask
+    prompt: list[int]
+    budget: int  # tokens after the prompt
+    generator: torch.Generator | None = None
+    ids: list[int] = field(default_factory=list)
+    policy: list[bool] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    entropies: list[float] = field(default_factory=list)
+    messages: list[Message] = field(default_factory=list)
+    turn_rewards: list[float] = field(default_factory=list)
+    turns: int = 0
+    done: bool = False
+    truncated: bool = False
+
+    @property
+    def left(self) -> int:
+        return self.budget - len(self.ids)
+
+    def append(self, ids: list[int], policy: bool, logprobs: list[float] | None = None,
+               entropies: list[float] | None = None) -> None:
+        self.ids += ids
+        self.policy += [policy] * len(ids)
+        self.logprobs += logprobs if logprobs is not None else [0.0] * len(ids)
+        self.entropies += entropies if entropies else [0.0] * len(ids)
+
+
+class EpisodeRunner:
+    """(task, problem) work items -> prompt ids and groups of `params.n` completions: a task without an
+    environment goes straight to the engine; an environment task is played as episodes."""
+
+    def __init__(self, engine: RolloutEngine, encode: PromptEncoder):
+        self.engine, self.encode = engine, encode
+        self.tokenizer = encode.tokenizer
+        self.renderer = ChatRenderer(encode.tokenizer, encode.use_template, encode.system_prompt, encode.template_kwargs)
+
+    def generate(self, work: list[tuple[Task, Problem]], params: SamplingParams,
+                 generators: list[torch.Generator] | None = None, where: str = "problem"
+                 ) -> tuple[list[list[int]], list[list[Completion]]]:
+        """Prompt ids and completions for each work item; with `generators` (one per item), item i's samples
+        depend on generators[i] alone."""
+        plain = [i for i, (task, _) in enumerate(work) if not isinstance(task, EnvTask)]
+        played = [i for i, (task, _) in enumerate(work) if isinstance(task, EnvTask)]
+        prompts: list[list[int]] = [[] for _ in work]
+        groups: list[list[Completion]] = [[] for _ in work]
+        pick = (lambda rows: [generators[i] for i in rows]) if generators is not None else (lambda rows: None)
+        for i in plain:
+            task, p = work[i]
+            prompts[i] = self.encode(p.prompt, where=f"task {task.label}, {where} {p.uid}")
+        if plain:
+            for i, group in zip(plain, self.engine.generate([prompts[i] for i in plain], params, pick(plain))):
+                groups[i] = group
+        if played:
+            opened, episodes = self.play([work[i] for i in played], params, pick(played), where)
+            for i, prompt, group in zip(played, opened, episodes):
+                prompts[i], groups[i] = prompt, group
+        return prompts, groups
+
+    def _open(self, task: EnvTask, problem: Problem, n: int, where: str) -> tuple[list[Environment], list[int]]:
+        envs = [task.make_env(problem) for _ in range(n)]
+        openings = [env.reset() for env in envs]
+        if any(o != openings[0] for o in openings):
+            raise RlvrError(f"Environment '{task.config.name}' opened episodes of one problem differently; reset() "
+                            "must depend on the problem only (the group shares one prompt).")
+        prompt = self.renderer.opening(openings[0], envs[0].tools)
+        if len(prompt) > self.encode.max_tokens:
+            raise DataError(f"Opening prompt of task {task.label}, {where} {problem.uid} has {len(prompt)} tokens, "
+                            f"over the limit of {self.encode.max_tokens} ({self.encode.limit_source}).")
+        return envs, prompt
+
+    def play(self, work: list[tuple[EnvTask, Problem]], params: SamplingParams,
+             generators: list[torch.Generator] | None = None, where: str = "problem"
+             ) -> tuple[list[list[int]], list[list[Episode]]]:
+        """Play `params.n` episodes of each problem to the end; their prompts and finished episodes."""
+        n = params.n
+        prompts, running = [], []
+        for task, problem in work:
+            envs, prompt = self._open(task, problem, n, where)
+            prompts.append(prompt)
+            budget = task.config.max_tokens or task.config.max_turns * params.max_new_tokens
+            running += [_Running(env, task, prompt, budget) for env in envs]
+        try:
+            longest = max(r.budget for r in running)
+            first = self.engine.generate(prompts, replace(params, max_new_tokens=min(params.max_new_tokens, longest)),
+                                         generators)
+            if generators is not None:  # each episode's own stream for later turns, drawn from its group's
+                for g, gen in enumerate(generators):
+                    seeds = torch.randint(2**62, (n,), generator=gen, device=gen.device).tolist()
+                    for j, seed in enumerate(seeds):
+                        running[g * n + j].generator = torch.Generator(gen.device).manual_seed(seed)
+            for r, completion in zip(running, (c for group in first for c in group)):
+                self._after_turn(r, completion)
+            while live := [r for r in running if not r.done]:
+                turn = replace(params, n=1, max_new_tokens=min(params.max_new_tokens, max(r.left for r in live)))
+                gens = [r.generator for r in live] if generators is not None else None
+                out = self.engine.generate([r.prompt + r.ids for r in live], turn, gens)
+                for r, group in zip(live, out):
+                    self._after_turn(r, group[0])
+            finished = [self._finish(r) for r in running]
+        finally:
+            for r in running:
+                r.env.close()
+        return prompts, [finished[g * n : (g + 1) * n] for g in range(len(work))]
+
+    def _after_turn(self, r: _Running, c: Completion) -> None:
+        """Append a sampled turn, let the environment answer, append its reply (or end the episode)."""
+        kept = min(len(c.token_ids), r.left)
+        ids = c.token_ids[:kept]
+        r.append(ids, True, c.logprobs[:kept], c.entropies[:kept] if c.entropies else None)
+        r.turns += 1
+        text = c.text if kept == len(c.token_ids) else self.tokenizer.decode(ids, skip_special_tokens=True)
+        r.messages.append({"role": "assistant", "content": text})
+        r.truncated = c.truncated or kept < len(c.token_ids)
+        if kept < len(c.token_ids):  # out of budget: the turn is cut, the environment is not asked
+            r.done = True
+            return
+        try:
+            step = r.env.step(text)
+        except Exception as e:
+            raise RlvrError(f"Environment '{r.task.config.name}' failed at turn {r.turns} of an episode of task "
+                            f"{r.task.label}: {type(e).__name__}: {e}") from e
+        r.turn_rewards.append(float(step.reward or 0.0))
+        if step.done or r.turns >= r.task.config.max_turns:
+            r.done = True
+            return
+        reply = self.renderer.continuation(step.messages, ids)
+        if len(reply) >= r.left:  # no room for the reply and a turn after it
+            r.truncated, r.done = True, True
+            return
+        r.append(reply, False)
+        r.messages += step.messages
+
+    def _finish(self, r: _Running) -> Episode:
+        outcome = r.env.outcome()
+        cfg = r.task.config
+        reward = REWARD_RULES[cfg.reward](outcome.reward, r.turn_rewards, cfg.gamma)
+        metrics = {"turns": float(r.turns), **r.env.metrics()}
+        answer = next(m["content"] for m in reversed(r.messages) if m["role"] == "assistant")
+        return Episode(token_ids=r.ids, text=answer, logprobs=r.logprobs, truncated=r.truncated,
+                       entropies=r.entropies, policy_mask=r.policy,
+                       fields={"episode_reward": reward, "episode_success": outcome.success,
+                               "episode_metrics": metrics},
+                       messages=r.messages, turns=r.turns, reward=reward, success=outcome.success)
