@@ -62,7 +62,7 @@ def run_eval_command(args) -> None:
     overrides = [f"data.tasks=[{{name: {args.task}}}]"] if args.task else []
     cfg = load_config(args.recipe, [*overrides, *args.overrides])
     settings = replace(eval_settings(cfg), num_problems=args.num_problems, samples=args.samples, ks=ks,
-                       token_entropy=args.samples > 0,
+                       token_entropy=args.samples > 0, keep_completions=args.keep_completions,
                        temperature=args.temperature if args.temperature is not None else cfg.rollout.temperature)
     if settings.temperature <= 0:
         raise ConfigError(f"--temperature {settings.temperature}: sampling needs a temperature above 0.")

@@ -35,6 +35,7 @@ class EvalSettings:
     greedy: bool = True
     token_entropy: bool = False
     batch_size: int = 256  # sequences per engine call, as rollout.batch_size
+    keep_completions: int = 0  # completions kept per problem (the greedy one first) for people to read
 
 
 @dataclass
@@ -59,6 +60,7 @@ class ProblemResult:
     distinct_correct_spellings: int = 0  # distinct answer texts among correct samples ('1/2' and '0.5': two)
     entropy_sum: float = 0.0
     tokens: int = 0
+    completions: list[dict] = field(default_factory=list)  # up to EvalSettings.keep_completions, greedy first
 
     def metrics(self, ks: list[int]) -> dict[str, float]:
         """This problem's estimates: greedy (0/1), pass@k, maj@k, avg@N."""
@@ -171,18 +173,23 @@ def run_evaluation(engine: RolloutEngine, encode: PromptEncoder, tasks: list[Tas
                 t0 = time.perf_counter()
                 groups = engine.generate([prompts[i] for i in rows], params)
                 generation_s += time.perf_counter() - t0
-                _score(composer, [work[i] for i in rows], [results[i] for i in rows], groups, params)
+                _score(composer, [work[i] for i in rows], [results[i] for i in rows], groups, params,
+                       settings.keep_completions)
                 progress.advance(bar, len(rows) * params.n)
     return EvalRun(results, settings, total, generation_s)
 
 
 def _score(composer: RewardComposer, work: list[tuple[Task, Problem]], results: list[ProblemResult],
-           groups: list[list[Completion]], params: SamplingParams) -> None:
+           groups: list[list[Completion]], params: SamplingParams, keep: int = 0) -> None:
     scored = composer.score([(task, problem, c.text, completion_fields(c, params.max_new_tokens))
                              for (task, problem), group in zip(work, groups) for c in group])
     verdicts = scored.correct.tolist()
     for i, ((task, _), result, group) in enumerate(zip(work, results, groups)):
         ok = verdicts[i * params.n : (i + 1) * params.n]
+        room = keep - len(result.completions)
+        result.completions += [{"text": c.text, "greedy": params.greedy, "correct": bool(v),
+                                "answer": task.final_answer(c.text), "tokens": len(c.token_ids),
+                                "truncated": c.truncated} for c, v in zip(group[:max(room, 0)], ok)]
         if params.greedy:
             result.greedy_correct = ok[0]
             continue
