@@ -57,6 +57,9 @@ def run_eval_command(args) -> None:
         if not (Path(path) / "config.json").is_file():
             raise ConfigError(f"Model '{path}' is not a saved HF model directory (no config.json); pass the "
                               "directory a run saved, e.g. runs/quickstart/rl/checkpoints/step-0000500.")
+    if args.keep_completions < 0:
+        raise ConfigError(f"--keep-completions {args.keep_completions}: "
+                          "the completions kept per problem cannot be negative (0 keeps none).")
     ks = parse_ks(args.k, args.samples)
     labels = model_labels(args.models, args.labels)
     overrides = [f"data.tasks=[{{name: {args.task}}}]"] if args.task else []

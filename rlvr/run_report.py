@@ -17,6 +17,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from rlvr.errors import RlvrError  # noqa: E402
 
@@ -48,6 +49,8 @@ def series(rows: list[dict], key: str) -> tuple[list[int], list[float]]:
 
 
 def _png(fig) -> str:
+    for ax in fig.axes:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=100)
     plt.close(fig)

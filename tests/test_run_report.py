@@ -68,7 +68,7 @@ def test_the_report_renders_in_headless_chromium(run_dir, tmp_path):
                        capture_output=True, timeout=120, check=True)
     pixels = imread(shot)[..., :3]
     assert pixels.shape[:2] == (2400, 1280)
-    ink = (pixels.mean(-1) < 0.9).mean(-1)  # per row: the share of pixels that are not (near) white
-    assert (ink > 0.05).mean() > 0.3  # plots fill much of the page, not a blank or broken-image render
+    drawn_rows = (pixels.mean(-1) < 0.9).any(-1).mean()  # rows of the screen holding anything but white
+    assert drawn_rows > 0.6  # text, tables and plots fill the page, not a blank or failed render
     blue = ((pixels[..., 2] > 0.6) & (pixels[..., 0] < 0.3)).mean()
-    assert blue > 1e-4  # the curves' matplotlib blue is on screen: the inline PNGs decoded
+    assert blue > 5e-4  # matplotlib's blue curves are on screen: the inline PNGs decoded
