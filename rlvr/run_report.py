@@ -42,9 +42,9 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 
 def series(rows: list[dict], key: str) -> tuple[list[int], list[float]]:
-    points = [(r["step"], r[key]) for r in rows if isinstance(r.get(key), (int, float)) and r.get("step", 0) > 0]
-    if key.startswith("eval/"):  # evaluations happen at step 0 too
-        points = [(r["step"], r[key]) for r in rows if isinstance(r.get(key), (int, float))]
+    """(steps, values) of `key`; step 0 (before training) only for evaluations."""
+    first = 0 if key.startswith("eval/") else 1
+    points = [(r["step"], r[key]) for r in rows if isinstance(r.get(key), (int, float)) and r["step"] >= first]
     return [s for s, _ in points], [v for _, v in points]
 
 

@@ -24,7 +24,7 @@ def run_dir(tmp_path_factory):
     length = out.parent / "length_reward.py"
     length.write_text("def length(prompt, completion, **fields):\n    return float(len(completion))\n")
     cfg = build_config(merge(FAST, {
-        "steps": 3, "tracking": {"output_dir": str(out), "log_completions_every": 1},
+        "steps": 3, "tracking": {"output_dir": str(out), "log_completions_every": 1, "report": True},
         "rewards": {"functions": [{"function": "task"}, {"function": f"{length}:length", "weight": 0.1}]},
         "eval": {"every_steps": 2, "samples": 2, "num_problems": 4}}))
     Trainer(cfg).fit()

@@ -41,7 +41,7 @@ def assert_series(points: list[tuple[int, float]], logged: list[dict], key: str)
 
 def console_run(fast_config, write_recipe, **extra):
     """A recipe for a short run that prints (console on), and the environment to run it in."""
-    recipe = write_recipe(fast_config(steps=5, tracking={"console": True, "log_every": 2, "tensorboard": "off",
+    recipe = write_recipe(fast_config(steps=5, tracking={"console": True, "log_every": 2, "report": True,
                                                          "output_dir": fast_config()["tracking"]["output_dir"]},
                                       **extra))
     env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "80", "LINES": "24", "TERM": "xterm-256color"}

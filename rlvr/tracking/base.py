@@ -4,6 +4,7 @@ named in `tracking.report_to`."""
 from __future__ import annotations
 
 import json
+from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
 
@@ -11,15 +12,18 @@ from rlvr.config import TrackingConfig
 from rlvr.registry import Registry
 
 
-class Sink:
-    """Receives the run's parameters once, a metric row per step and tables of sampled completions."""
+class Sink(ABC):
+    """Receives the run's parameters once (when built), a metric row per step and tables of sampled completions."""
 
+    @abstractmethod
     def log_metrics(self, step: int, metrics: dict[str, float]) -> None:
-        raise NotImplementedError
+        """One step's metrics."""
 
+    @abstractmethod
     def log_completions(self, step: int, rows: list[dict[str, Any]]) -> None:
         """Sampled completions of `step`, one dict per completion (rlvr.tracking.completions)."""
 
+    @abstractmethod
     def close(self) -> None:
         """Flush and finish the run."""
 

@@ -65,10 +65,6 @@ class MetricsLogger:
         self.sinks = list(sinks or [])
         self.console = ConsoleProgress(total_steps, start_step, log_every, description) if console else None
 
-    def print(self, text: str) -> None:
-        if self.console is not None:
-            self.console.print(text)
-
     def banner(self, title: str, facts: dict[str, str]) -> None:
         if self.console is not None:
             self.console.banner(title, facts)
@@ -111,9 +107,6 @@ class MetricsLogger:
 
 class QuietLogger:
     """What data-parallel ranks other than 0 log: nothing (rank 0 logs the globally reduced metrics)."""
-
-    def print(self, text: str) -> None:
-        pass
 
     def banner(self, title: str, facts: dict[str, str]) -> None:
         pass
