@@ -107,13 +107,16 @@ def pass_rate_figure(rows: list[dict]) -> str | None:
     keys = sorted({k for r in rows for k in r if k.startswith("pool/pass_rate_")})
     if not keys:
         return None
-    steps = [r["step"] for r in rows if r.get("step", 0) > 0 and keys[0] in r]
-    counts = [[r.get(k) or 0 for r in rows if r.get("step", 0) > 0 and keys[0] in r] for k in keys]
+    logged = [r for r in rows if r.get("step", 0) > 0 and keys[0] in r]
+    totals = [max(1, sum(r.get(k) or 0 for k in keys)) for r in logged]
+    shares = [[100 * (r.get(k) or 0) / t for r, t in zip(logged, totals)] for k in keys]
     fig, ax = plt.subplots(figsize=(12, 3.4))
     colors = plt.cm.RdYlGn([i / max(1, len(keys) - 1) for i in range(len(keys))])
-    ax.stackplot(steps, counts, labels=[k.removeprefix("pool/pass_rate_") for k in keys], colors=colors, alpha=0.9)
-    ax.set(xlabel="step", ylabel="prompts seen", title="Prompt pool by recent pass rate (curriculum statistics)")
-    ax.legend(title="pass rate", loc="upper left", fontsize=8, ncols=len(keys))
+    ax.stackplot([r["step"] for r in logged], shares, labels=[k.removeprefix("pool/pass_rate_") for k in keys],
+                 colors=colors, alpha=0.9)
+    ax.set(xlabel="step", ylabel="share of prompts seen (%)", ylim=(0, 100),
+           title="Prompts seen so far by their recent pass rate (curriculum statistics)")
+    ax.legend(title="pass rate", loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
     ax.grid(alpha=0.3)
     fig.tight_layout()
     return _png(fig)
@@ -121,7 +124,7 @@ def pass_rate_figure(rows: list[dict]) -> str | None:
 
 def pass_at_k_figure(rows: list[dict]) -> str | None:
     keys = sorted({k for r in rows for k in r if re.fullmatch(r"eval/(pass|maj)@\d+", k)},
-                  key=lambda k: (k.split("@")[0], int(k.split("@")[1])))
+                  key=lambda k: (k.split("@")[0] != "eval/pass", int(k.split("@")[1])))
     if not keys:
         return None
     fig, ax = plt.subplots(figsize=(12, 3.4))
@@ -158,17 +161,20 @@ def completions_section(rows: list[dict]) -> str:
             parts.append(f'<div class="group"><div class="meta">{html.escape(task)} / {html.escape(str(uid))}'
                          + (f" &middot; reference <code>{html.escape(str(reference))}</code>" if reference else "")
                          + f'</div><pre class="prompt">{prompt}</pre><table class="samples"><tr><th>#</th>'
-                         "<th>completion</th><th>scores</th><th>advantage</th><th>tokens</th><th>answer</th></tr>")
+                         "<th>completion</th><th>verdict</th><th>scores</th><th>advantage</th><th>tokens</th>"
+                         "<th>answer</th></tr>")
             for r in group:
                 text = r.get("completion") or ""
                 cut = len(text) > COMPLETION_CHARS
-                shown = html.escape(text[:COMPLETION_CHARS]) + (" [...]" if cut else "")
+                shown = (html.escape(text[:COMPLETION_CHARS]) + (" [...]" if cut else "")) if text.strip() else \
+                    '<span class="empty">(empty)</span>'
                 scores = "<br>".join(f"{html.escape(k.removeprefix('reward/'))} {_fmt(v)}" for k, v in r.items()
                                      if k.startswith("reward/"))
                 verdict = "ok" if r.get("correct") else "bad"
                 answer = html.escape(_fmt(r.get("answer")))
                 tokens = f"{r.get('length')}" + (" (cut)" if r.get("truncated") else "")
                 parts.append(f'<tr class="{verdict}"><td>{r.get("sample", "")}</td><td><pre>{shown}</pre></td>'
+                             f'<td class="verdict">{"correct" if verdict == "ok" else "wrong"}</td>'
                              f"<td><b>total {_fmt(r.get('reward'))}</b><br>{scores}</td>"
                              f"<td>{_fmt(r.get('advantage'))}</td><td>{tokens}</td><td><code>{answer}</code></td></tr>")
             parts.append("</table></div>")
@@ -224,8 +230,10 @@ pre.prompt { background: #f5f5f5; padding: 6px; border-radius: 4px; margin-botto
 table.samples { border-collapse: collapse; width: 100%; font-size: 12px; }
 table.samples th, table.samples td { border-top: 1px solid #eee; padding: 4px 6px; text-align: left;
   vertical-align: top; }
-table.samples td:nth-child(2) { width: 55%; }
+table.samples td:nth-child(2) { width: 50%; }
 tr.ok td:first-child { border-left: 4px solid #2a9d3f; } tr.bad td:first-child { border-left: 4px solid #d04437; }
+tr.ok td.verdict { color: #2a7d3a; } tr.bad td.verdict { color: #b0352a; }
+.empty { color: #999; font-style: italic; }
 """
 
 

@@ -43,7 +43,8 @@ def test_every_run_ends_with_a_self_contained_report(run_dir):
     latest = [r for r in rows if r["step"] == 3]
     assert "<h3>Step 3</h3>" in page and "<h3>Step 1</h3>" in page
     for r in latest:
-        assert f"<pre>{html.escape(r['completion'])}</pre>" in page
+        shown = html.escape(r["completion"]) if r["completion"].strip() else '<span class="empty">(empty)</span>'
+        assert f"<pre>{shown}</pre>" in page
         assert f"verifier {r['reward/verifier']:.4g}" in page and f"length {r['reward/length']:.4g}" in page
 
 
