@@ -4,7 +4,7 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
-EXTRAS ?= dev,gym,math,code,tensorboard,bench,lora,ray,envs
+EXTRAS ?= dev,gym,math,code,tensorboard,wandb,mlflow,trackio,bench,lora,ray,envs
 
 .PHONY: install bubblewrap quickstart test test-all lint clean
 

@@ -1,4 +1,4 @@
-"""Command line: rlvr train | sft | quickstart | eval | tasks | algorithms | verify."""
+"""Command line: rlvr train | sft | quickstart | eval | report | tasks | algorithms | verify."""
 
 from __future__ import annotations
 
@@ -57,6 +57,12 @@ def cmd_eval(args) -> None:
     from rlvr.eval_cli import run_eval_command
 
     run_eval_command(args)
+
+
+def cmd_report(args) -> None:
+    from rlvr.run_report import write_run_report
+
+    print(f"wrote {write_run_report(args.run_dir, args.output)}")
 
 
 def cmd_tasks(args) -> None:
@@ -147,10 +153,19 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--k", help="comma-separated k for pass@k and maj@k (default: 1, 2, 4, ... up to N)")
     e.add_argument("--num-problems", type=int, default=200, help="held-out problems per task")
     e.add_argument("--temperature", type=float, help="sampling temperature (default: the recipe's rollout)")
+    e.add_argument("--keep-completions", type=int, default=4, metavar="N",
+                   help="completions kept per problem in eval.json (greedy first); a few shown in report.md")
     e.add_argument("--labels", help="comma-separated model names for tables and plots (default: directory names)")
     e.add_argument("--output", help="directory for eval.json, report.md and the plots")
     e.add_argument("--set", dest="overrides", action="append", default=[], help="key.sub=value config override")
     e.set_defaults(func=cmd_eval)
+    rp = sub.add_parser("report", help="one self-contained HTML page about a training run",
+                        description="Write RUN_DIR/report.html: metric curves, the reward of each function, the "
+                        "prompt pool's pass rates over time, held-out pass@k, and sampled completions with their "
+                        "scores (docs/tracking.md). Every run writes it at its end too.")
+    rp.add_argument("run_dir", help="a training run's output directory (tracking.output_dir)")
+    rp.add_argument("--output", help="where to write the page (default: RUN_DIR/report.html)")
+    rp.set_defaults(func=cmd_report)
     v = sub.add_parser("verify", help="score a JSONL of completions with a task's verifier, or audit the math verifier",
                        usage="rlvr verify (--task NAME | --verifier SPEC) [--set KEY=VALUE ...] [options] FILE.jsonl\n"
                              "       rlvr verify audit [options] FILE.jsonl",

@@ -82,12 +82,15 @@ def run_eval_command(args) -> None:
                               "with --task NAME (see `rlvr tasks`), or give a --recipe or --set 'data.tasks=[{name: "
                               "NAME, args: {...}}]' that lists tasks.")
         print(f"tasks, prompts and sampling from {recipe}")
+    if args.keep_completions < 0:
+        raise ConfigError(f"--keep-completions {args.keep_completions}: "
+                          "the completions kept per problem cannot be negative (0 keeps none).")
     ks = parse_ks(args.k, args.samples)
     labels = model_labels(models, args.labels)
     overrides = [f"data.tasks=[{{name: {args.task}}}]"] if args.task else []
     cfg = load_config(recipe, [*overrides, *args.overrides])
     settings = replace(eval_settings(cfg), num_problems=args.num_problems, samples=args.samples, ks=ks,
-                       token_entropy=args.samples > 0,
+                       token_entropy=args.samples > 0, keep_completions=args.keep_completions,
                        temperature=args.temperature if args.temperature is not None else cfg.rollout.temperature)
     if settings.temperature <= 0:
         raise ConfigError(f"--temperature {settings.temperature}: sampling needs a temperature above 0.")

@@ -10,6 +10,8 @@ from pathlib import Path
 from rlvr.evaluation import EvalRun, EvalSettings, ProblemResult
 
 SHOWN_UIDS = 20  # problems listed by name in the report's boundary table
+SHOWN_PROBLEMS = 5  # problems whose kept completions the report shows
+SHOWN_COMPLETIONS = 2  # completions shown per problem and model
 
 
 def boundary(a: EvalRun, b: EvalRun) -> dict:
@@ -33,7 +35,7 @@ def problem_row(result: ProblemResult, metrics: dict[str, float]) -> dict:
     return {"task": result.task, "uid": result.uid, "reference": result.reference, "samples": result.samples,
             "correct": result.correct, "greedy_correct": result.greedy_correct,
             "distinct_answers": len(result.classes), "no_answer": result.no_answer,
-            "answers": [[c.answer, c.count, c.correct] for c in top],
+            "answers": [[c.answer, c.count, c.correct] for c in top], "completions": result.completions,
             **{name: round(v, 6) for name, v in metrics.items() if name != "greedy"}}
 
 
@@ -111,6 +113,7 @@ def markdown(data: dict, figures: list[str]) -> str:
         lines.append(f"| {m['label']} | `{m['path']}` | {g['completions']} | {g['seconds']:.1f} | "
                      f"{g['completions_per_s']:.1f} |")
     lines += ["", "\n\n".join(f"![{Path(f).stem}]({f})" for f in figures)]
+    lines += completion_lines(data)
     lines += ["", "## Per problem", "", "Correct samples out of N, greedy correct (y/n), and the most frequent answer.",
               "", *head(["task", "problem", "reference", *labels])]
     for rows in zip(*(m["problems"] for m in models)):
@@ -122,6 +125,28 @@ def markdown(data: dict, figures: list[str]) -> str:
         reference = f"`{rows[0]['reference']}`" if rows[0]["reference"] is not None else "-"
         lines.append(f"| {rows[0]['task']} | `{rows[0]['uid']}` | {reference} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def completion_lines(data: dict) -> list[str]:
+    """report.md's sample completions: the first problems' kept completions, per model, with their verdicts."""
+    models = data["models"]
+    if not any(p.get("completions") for m in models for p in m["problems"]):
+        return []
+    lines = ["", "## Sample completions", "",
+             f"The first {SHOWN_PROBLEMS} problems, up to {SHOWN_COMPLETIONS} completions per model (greedy first); "
+             "eval.json keeps more per problem."]
+    for i, first in enumerate(models[0]["problems"][:SHOWN_PROBLEMS]):
+        reference = f", reference `{first['reference']}`" if first["reference"] is not None else ""
+        lines += ["", f"### {first['task']} / `{first['uid']}`{reference}"]
+        for m in models:
+            for c in m["problems"][i].get("completions", [])[:SHOWN_COMPLETIONS]:
+                kind = "greedy" if c["greedy"] else "sampled"
+                verdict = "correct" if c["correct"] else "wrong"
+                answer = f"`{c['answer']}`" if c["answer"] is not None else "no answer"
+                lines += ["", f"**{m['label']}**, {kind}: {verdict}, answer {answer}, {c['tokens']} tokens"
+                          + (" (cut at the token limit)" if c["truncated"] else ""), "", "```text",
+                          c["text"].replace("```", "` ` `"), "```"]
+    return lines
 
 
 def write_report(data: dict, out_dir: str | Path) -> list[Path]:

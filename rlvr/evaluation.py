@@ -36,6 +36,7 @@ class EvalSettings:
     greedy: bool = True
     token_entropy: bool = False
     batch_size: int = 256  # sequences per engine call, as rollout.batch_size
+    keep_completions: int = 0  # completions kept per problem (the greedy one first) for people to read
 
 
 @dataclass
@@ -62,6 +63,7 @@ class ProblemResult:
     tokens: int = 0  # policy tokens of the samples (an episode's environment tokens not counted)
     turns: int = 0  # assistant turns over everything generated, greedy included (1 per single-turn completion)
     generated: int = 0
+    completions: list[dict] = field(default_factory=list)  # up to EvalSettings.keep_completions, greedy first
 
     def metrics(self, ks: list[int]) -> dict[str, float]:
         """This problem's estimates: greedy (0/1), pass@k, maj@k, avg@N."""
@@ -179,13 +181,14 @@ def run_evaluation(engine: RolloutEngine, encode: PromptEncoder, tasks: list[Tas
                 t0 = time.perf_counter()
                 _, groups = runner.generate([work[i] for i in rows], params, where="eval problem")
                 generation_s += time.perf_counter() - t0
-                _score(composer, [work[i] for i in rows], [results[i] for i in rows], groups, params)
+                _score(composer, [work[i] for i in rows], [results[i] for i in rows], groups, params,
+                       settings.keep_completions)
                 progress.advance(bar, len(rows) * params.n)
     return EvalRun(results, settings, total, generation_s)
 
 
 def _score(composer: RewardComposer, work: list[tuple[Task, Problem]], results: list[ProblemResult],
-           groups: list[list[Completion]], params: SamplingParams) -> None:
+           groups: list[list[Completion]], params: SamplingParams, keep: int = 0) -> None:
     scored = composer.score([(task, problem, c.text, completion_fields(c, params.max_new_tokens))
                              for (task, problem), group in zip(work, groups) for c in group])
     verdicts = scored.correct.tolist()
@@ -193,6 +196,10 @@ def _score(composer: RewardComposer, work: list[tuple[Task, Problem]], results: 
         ok = verdicts[i * params.n : (i + 1) * params.n]
         result.turns += sum(getattr(c, "turns", 1) for c in group)
         result.generated += len(group)
+        room = keep - len(result.completions)
+        result.completions += [{"text": c.text, "greedy": params.greedy, "correct": bool(v),
+                                "answer": task.final_answer(c.text), "tokens": len(c.token_ids),
+                                "truncated": c.truncated} for c, v in zip(group[:max(room, 0)], ok)]
         if params.greedy:
             result.greedy_correct = ok[0]
             continue

@@ -128,8 +128,8 @@ def run_sft(cfg: RunConfig) -> Path:
     examples = encode_conversations(dialogues, encode) if multi_turn else encode_pairs(pairs, encode, tokenizer)
     optimizer = torch.optim.AdamW(model.parameters(), lr=s.lr)
     steps_per_epoch = -(-len(examples) // s.batch_size)
-    logger = MetricsLogger(out, s.epochs * steps_per_epoch, console=cfg.tracking.console, tensorboard="off",
-                           description="sft")
+    logger = MetricsLogger(out, s.epochs * steps_per_epoch, console=cfg.tracking.console, description="sft",
+                           log_every=cfg.tracking.log_every)
     model.train()
     step, start = 0, time.perf_counter()
 

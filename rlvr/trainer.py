@@ -53,6 +53,7 @@ from rlvr.distributed import (
     world_size,
 )
 from rlvr.errors import ConfigError, RlvrError
+from rlvr.eval_checks import eval_setting_warnings
 from rlvr.evaluation import eval_settings, run_evaluation, training_metrics
 from rlvr.interrupts import StopRequests, TrainingInterrupted
 from rlvr.logprobs import completion_logprobs
@@ -66,9 +67,11 @@ from rlvr.rewards.composite import RewardComposer, Scored
 from rlvr.rewards.failures import FailureBudget
 from rlvr.rewards.loading import check_reward_functions
 from rlvr.rollout import SamplingParams, make_engine
+from rlvr.run_banner import end_facts, start_facts
 from rlvr.sandbox.policy import prepare_sandbox
 from rlvr.tasks import make_tasks
-from rlvr.tracking import MetricsLogger, QuietLogger
+from rlvr.tracking import QuietLogger, run_logger
+from rlvr.tracking.completions import completion_rows, completions_due
 from rlvr.update import LossSetup, NonFiniteStreak, accumulate_gradients, step_if_finite
 
 
@@ -113,7 +116,7 @@ class Trainer:
         strategy = start_processes(cfg.distributed.strategy)
         check_data_parallel(cfg, strategy, world_size())
         self.out = Path(cfg.tracking.output_dir)
-        resume_path = resolve_resume(resume, self.out) if resume else None
+        self.resume_path = resume_path = resolve_resume(resume, self.out) if resume else None
         if resume == "auto" and resume_path is None and (self.out / "metrics.jsonl").is_file():
             raise RlvrError(f"--resume auto: {self.out} holds an earlier run (metrics.jsonl) but no checkpoint to "
                             "continue from; starting again would overwrite its metrics. Start a new run without "
@@ -137,6 +140,7 @@ class Trainer:
         prepare_sandbox(cfg.sandbox.isolation, self.tasks)
         check_reward_functions(cfg.rewards.functions, self.tasks)
         self.failures = FailureBudget(cfg.rewards.max_failure_rate, cfg.rewards.failure_window)
+        self.eval_warnings = eval_setting_warnings(cfg, self.tasks)
 
         self.initial_model = self._initial_model_dir()
         source = str(resume_path) if resume_path else self.initial_model
@@ -241,7 +245,7 @@ class Trainer:
         step = self.collector.collect(self.step)
         self.last_reward_errors = step.scored.first_errors  # the loop warns once per failing reward
         self.failures.record(len(step.scored.total), step.scored.failures, step.scored.first_errors)
-        trained = step.trained
+        self.last_groups = trained = step.trained
         meta = [{"task": g.source, "uid": g.problem.uid} for g in trained]
         batch = RolloutBatch.from_completions([g.prompt_ids for g in trained], [g.completions for g in trained],
                                               self.tokenizer.pad_token_id, meta)
@@ -446,14 +450,25 @@ class Trainer:
 
     def fit(self) -> dict[str, float]:
         cfg = self.cfg
-        logger = (MetricsLogger(self.out, cfg.steps, self.step, cfg.tracking.console, cfg.tracking.tensorboard)
-                  if is_main() else QuietLogger())
+        if self.step >= cfg.steps:
+            if is_main():
+                print(f"{self.out}: this run is already finished ({self.step}/{cfg.steps} steps, checkpoint "
+                      f"{self.resume_path}); nothing to train. To train longer, resume with a larger steps=N.")
+            self.pool.close()
+            return {}
+        logger = run_logger(cfg, self.step) if is_main() else QuietLogger()
+        if is_main():
+            logger.banner("rlvr train", start_facts(cfg, self.tasks, self.model, self.tokenizer, self.encode,
+                                                    self.resume_path, self.step))
         metrics: dict[str, float] = {}
         warned: set[str] = set()
+        for warning in self.eval_warnings:
+            logger.warn(warning)
         if self.skipped_rows:
             logger.warn(f"skipped {len(self.skipped_rows)} unusable dataset rows (data.bad_rows=skip; counted in "
                         f"data/skipped_rows); first: {self.skipped_rows[0]}")
         stop = StopRequests().install()
+        start, checkpoint = time.perf_counter(), None
         try:
             if self.step == 0 and cfg.eval.every_steps:
                 logger.log(0, self.evaluate())
@@ -472,6 +487,10 @@ class Trainer:
                 metrics["perf/step_s"] = time.perf_counter() - t0
                 metrics["data/skipped_rows"] = len(self.skipped_rows)
                 logger.log(self.step, metrics)
+                if completions_due(self.step, cfg.tracking.log_completions_every, cfg.steps):
+                    logger.log_completions(self.step, completion_rows(
+                        self.step, self.last_groups, batch.advantages, batch.completion_mask, self.tasks,
+                        cfg.tracking.log_completions_groups))
                 updates = cfg.optim.ppo_epochs * cfg.optim.mini_batches
                 if warning := self.nonfinite.record(self.step, metrics["actor/skipped_updates"], updates):
                     logger.warn(warning)
@@ -486,6 +505,20 @@ class Trainer:
             logger.close()
             self.pool.close()
         if is_main():
-            print(self.failures.summary(), file=sys.stderr)
+            report = self._write_report(logger)
+            logger.banner("rlvr train: done", end_facts(cfg, metrics, time.perf_counter() - start, checkpoint,
+                                                        self.failures.summary(), best_model_info(self.out), report))
         return metrics
 
+    def _write_report(self, logger) -> Path | None:
+        """<output_dir>/report.html (tracking.report); a report that cannot be drawn is a warning, not a failure of
+        the finished run."""
+        if not self.cfg.tracking.report:
+            return None
+        from rlvr.run_report import write_run_report
+
+        try:
+            return write_run_report(self.out)
+        except Exception as e:  # noqa: BLE001 (the run's results are written; the page is a view of them)
+            logger.warn(f"could not write {self.out / 'report.html'}: {type(e).__name__}: {e}")
+            return None

@@ -25,7 +25,7 @@ FAST = {
     "rollout": {"samples_per_prompt": 4, "max_new_tokens": 4},
     "optim": {"lr": 1e-3, "micro_batch_size": 8},
     "rewards": {"num_workers": 1, "timeout_s": 5},
-    "tracking": {"console": False, "tensorboard": "off"},
+    "tracking": {"console": False, "tensorboard": "off", "report": False},
 }
 
 

@@ -194,12 +194,21 @@ def test_rlvr_eval_compares_models_and_writes_json_report_and_plots(two_tiny_mod
         assert model["metrics"]["greedy"]["value"] == pytest.approx(sum(greedy) / 6)
         assert model["generation"]["completions"] == 6 * (8 + 1)  # sampled plus greedy
         assert {"distinct_answers", "distinct_correct_answers", "token_entropy"} <= set(model["diversity"])
+        for p in problems:  # kept completions (--keep-completions, default 4): the greedy one, then samples
+            kept = p["completions"]
+            assert len(kept) == 4 and [c["greedy"] for c in kept] == [True, False, False, False]
+            assert kept[0]["correct"] == p["greedy_correct"] and all(0 < c["tokens"] <= 3 for c in kept)
+            assert all(c["answer"] is None or c["answer"] in c["text"] for c in kept)
     [pair] = data["boundary"]
     first, second = ({p["uid"] for p in m["problems"] if p["correct"]} for m in data["models"])
     assert set(pair["only_a"]) == first - second and set(pair["only_b"]) == second - first
     assert pair["solved_by_both"] == len(first & second)
     report = (out / "report.md").read_text()
     assert "pass@8" in report and "Reasoning boundary" in report and "![passk](passk.png)" in report
+    assert "## Sample completions" in report
+    first = data["models"][0]["problems"][0]
+    assert f"**first**, greedy: {'correct' if first['greedy_correct'] else 'wrong'}" in report
+    assert f"```text\n{first['completions'][0]['text']}\n```" in report
 
 
 def test_rlvr_eval_names_a_missing_model_directory(tmp_path):

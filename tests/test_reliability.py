@@ -145,5 +145,5 @@ def test_full_disk_is_refused_before_any_compute(fast_config, monkeypatch):
 def test_a_metrics_row_torn_by_a_kill_is_dropped_on_resume(tmp_path):
     path = tmp_path / "metrics.jsonl"
     path.write_text('{"step": 1, "x": 1}\n{"step": 2, "x": 2}\n{"step": 3, "x": 3}\n{"step": 4, "x"')
-    MetricsLogger(tmp_path, 10, start_step=3, console=False, tensorboard="off").close()
+    MetricsLogger(tmp_path, 10, start_step=3, console=False).close()
     assert [r["step"] for r in rows_of(tmp_path)] == [1, 2, 3]

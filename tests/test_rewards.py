@@ -217,8 +217,9 @@ def test_a_run_prints_failure_counts_per_reward_at_the_end(fast_config, reward_f
         data={"tasks": [{"name": "arithmetic", "args": {"max_operand": 9, "eval_size": 4}}], "prompts_per_step": 2},
         rollout={"samples_per_prompt": 2}))
     Trainer(cfg).fit()
-    line = capsys.readouterr().err.strip().splitlines()[-1]
-    assert line.startswith("reward failures: verifier 0/8; fails_on_sevens ")
+    captured = capsys.readouterr()
+    lines = [line.strip() for line in (captured.out + captured.err).splitlines()]
+    assert any(line.startswith("reward failures") and "verifier 0/8; fails_on_sevens " in line for line in lines)
 
 
 def test_a_misspelled_task_verifier_is_a_start_up_error_with_a_suggestion(write_recipe, fast_config, tmp_path,

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
 from rlvr.config import parse_override
-from rlvr.errors import ConfigError
+from rlvr.errors import ConfigError, RlvrError
 from rlvr.rewards.pool import RewardPool
 
 
@@ -22,6 +23,38 @@ def verifier_args(overrides: list[str]) -> dict[str, Any]:
             raise ConfigError(f"--set '{text}': verifier arguments are plain names (key=value), not dotted paths.")
         args[path[0]] = value
     return args
+
+
+def answer_reader(task: str | None) -> Callable[[str], str | None]:
+    """The final answer a completion states, as the task reads it (Task.final_answer: what eval counts as its
+    vote); without a task, or when the task cannot be built with default arguments, the default extraction."""
+    from rlvr.tasks import make_task
+    from rlvr.tasks.base import Task
+
+    if task:
+        try:
+            return make_task(task, 0, {}).final_answer
+        except (RlvrError, TypeError, ValueError, OSError):
+            pass
+    return lambda text: Task.final_answer(None, text)  # the base reading uses no task state
+
+
+def details(outcome, answer: str | None, reference: Any) -> str:
+    """Why a row scored what it did: the failure's message, or the answer read from the completion against the
+    row's reference."""
+    if outcome.status != "ok":
+        return f"{outcome.status}: {outcome.message}" if outcome.message else outcome.status
+    extras = " ".join(f"{k}={v:g}" for k, v in outcome.extras.items())
+    stated = "no answer found" if answer is None else f"answer {answer!r}"
+    if reference is None:
+        text = stated
+    elif outcome.value >= 1:
+        text = f"{stated} matches reference {str(reference)!r}"
+    elif answer is None:
+        text = f"no answer found in the completion (reference {str(reference)!r})"
+    else:
+        text = f"{stated} is not reference {str(reference)!r}"
+    return " ".join(t for t in (text, extras, outcome.message) if t)
 
 
 def audit_command(path: str, workers: int, timeout_s: float, as_json: bool) -> None:
@@ -50,22 +83,25 @@ def score_command(path: str, task: str | None, verifier: str | None, overrides: 
         prepare_sandbox(minimum_isolation(), [TASKS.get(task)])  # a code task: refuse before scoring anything
     with RewardPool(workers, timeout_s) as pool:
         rows = score_file(path, spec, verifier_args(overrides), pool, show_progress=not as_json)
+    read_answer = answer_reader(task)
+    answers = [read_answer(r.completion) for r in rows]
     scores = [r.outcome.value for r in rows]
     mean = sum(scores) / len(scores)
     failed = sum(r.outcome.status != "ok" for r in rows)
     if as_json:
-        for r in rows:
+        for r, answer in zip(rows, answers):
             print(json.dumps({"row": r.line, "id": r.row_id, "score": r.outcome.value, "status": r.outcome.status,
-                              **r.outcome.extras, **({"message": r.outcome.message} if r.outcome.message else {})}))
+                              "answer": answer, "reference": r.reference,
+                              "details": details(r.outcome, answer, r.reference), **r.outcome.extras,
+                              **({"message": r.outcome.message} if r.outcome.message else {})}))
         print(json.dumps({"verifier": spec, "rows": len(rows), "mean": mean, "failed": failed}))
         return
     table = Table(title=f"{spec} on {path}")
     for column in ("row", "id", "score", "status", "details"):
         table.add_column(column, overflow="fold", justify="right" if column in ("row", "score") else "left")
-    for r in rows:
-        extras = " ".join(f"{k}={v:g}" for k, v in r.outcome.extras.items())
+    for r, answer in zip(rows, answers):
         table.add_row(str(r.line), r.row_id, f"{r.outcome.value:g}", r.outcome.status,
-                      r.outcome.message or extras)
+                      details(r.outcome, answer, r.reference))
     console = Console()
     console.print(table)
     console.print(f"mean score {mean:.4f} over {len(rows)} rows" + (f"; {failed} failed to score" if failed else ""))

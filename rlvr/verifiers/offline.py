@@ -51,6 +51,8 @@ class ScoredRow:
     line: int
     row_id: str
     outcome: RewardOutcome
+    completion: str = ""
+    reference: Any = None  # the row's 'answer', when it has one
 
 
 def completion_requests(path: str | Path, spec: str, args: dict[str, Any]) -> list[RewardRequest]:
@@ -74,4 +76,5 @@ def score_file(path: str | Path, spec: str, args: dict[str, Any], pool: RewardPo
     """Each row's outcome (status, score, extras, message), in file order."""
     requests = completion_requests(path, spec, args)
     outcomes = score_requests(pool, requests, f"scoring {Path(path).name}", show_progress)
-    return [ScoredRow(r.key, str(r.fields.get("id", r.key)), outcomes[r.key]) for r in requests]
+    return [ScoredRow(r.key, str(r.fields.get("id", r.key)), outcomes[r.key], r.completion, r.fields.get("answer"))
+            for r in requests]

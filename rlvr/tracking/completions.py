@@ -1,0 +1,43 @@
+"""Sampled completions as rows people read: what the policy wrote for a few prompt groups of a step, with each
+reward's score, the advantage it was trained with, and the answer it stated against the reference."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import torch
+
+from rlvr.tasks import Task
+
+
+def completions_due(step: int, every: int, last_step: int) -> bool:
+    """Whether `step` logs completions: every `every` steps and at the last step (never when every is 0)."""
+    return every > 0 and (step % every == 0 or step == last_step)
+
+
+def completion_rows(step: int, groups: list, advantages: torch.Tensor, completion_mask: torch.Tensor,
+                    tasks: list[Task], how_many: int) -> list[dict[str, Any]]:
+    """One row per completion of `how_many` groups drawn (reproducibly per step, without touching the run's
+    random state) from a step's trained groups (rlvr.collect.Group). `advantages` and `completion_mask` are the
+    step's batch rows, group after group; a completion's advantage is its mean over its tokens."""
+    n = len(groups[0].completions) if groups else 0
+    per_sample = ((advantages * completion_mask).sum(-1) / completion_mask.sum(-1).clamp(min=1)).tolist()
+    chosen = sorted(random.Random(step).sample(range(len(groups)), min(how_many, len(groups))))
+    rows = []
+    for g in chosen:
+        group = groups[g]
+        task, problem, scored = tasks[group.source], group.problem, group.scored
+        for i, completion in enumerate(group.completions):
+            answer = task.final_answer(completion.text)
+            rows.append({
+                "step": step, "task": task.label, "uid": problem.uid, "sample": i, "prompt": problem.prompt,
+                "completion": completion.text, "reward": float(scored.total[i]),
+                **{f"reward/{name}": float(values[i]) for name, values in scored.per_function.items()},
+                "correct": bool(scored.correct[i]), "advantage": per_sample[g * n + i],
+                "length": len(completion.token_ids), "truncated": bool(completion.truncated),
+                "answer": answer, "reference": problem.answer,
+                "answer_matches": None if answer is None or problem.answer is None
+                else task.same_answer(answer, " ".join(str(problem.answer).split())),
+            })
+    return rows

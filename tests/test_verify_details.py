@@ -1,0 +1,36 @@
+"""`rlvr verify` says why each row scored what it did: the answer read from the completion against the row's
+reference, or why scoring failed."""
+
+import json
+
+from rlvr.cli import main
+
+
+def write_rows(path, rows) -> str:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return str(path)
+
+
+def test_verify_details_name_the_answer_the_reference_and_the_failure(tmp_path, capsys):
+    path = write_rows(tmp_path / "rows.jsonl", [
+        {"prompt": "2+3=", "completion": "5", "answer": "5"},
+        {"prompt": "2+3=", "completion": "7", "answer": "5"},
+        {"prompt": "2+3=", "completion": "five", "answer": "5"},
+    ])
+    assert main(["verify", "--task", "arithmetic", path, "--json", "--workers", "1"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()][:3]
+    assert [(r["score"], r["answer"], r["reference"]) for r in rows] == [(1.0, "5", "5"), (0.0, "7", "5"),
+                                                                         (0.0, None, "5")]
+    assert rows[0]["details"] == "answer '5' matches reference '5'"
+    assert rows[1]["details"] == "answer '7' is not reference '5'"
+    assert rows[2]["details"] == "no answer found in the completion (reference '5')"
+    assert main(["verify", "--task", "arithmetic", path, "--workers", "1"]) == 0
+    table = capsys.readouterr().out
+    assert "answer '7' is not reference '5'" in table and "no answer found" in table
+
+    broken = tmp_path / "broken.py"
+    broken.write_text("def score(prompt, completion, **fields):\n    raise ValueError('no parser for ' + completion)\n")
+    assert main(["verify", "--verifier", f"{broken}:score", path, "--json", "--workers", "1"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()][:3]
+    assert all(r["status"] == "error" and r["details"].startswith("error: ") for r in rows)
+    assert "no parser for five" in rows[2]["details"]
