@@ -47,6 +47,9 @@ class ModelConfig(Section):
     name: str = Field("tiny", description="Hub name, local HF directory, or 'tiny' for a config-built model.")
     tokenizer: str | None = Field(None, description="Tokenizer name/path when it differs from the model's.")
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "float32"
+    device: str = Field("auto", pattern=r"^(auto|cpu|cuda(:\d+)?)$", description=(
+        "Where the policy trains and generates: auto (CUDA when available, else the CPU), cpu, cuda or cuda:N. Under "
+        "torchrun, auto and cuda mean each process's own GPU (cuda:LOCAL_RANK)."))
     attn_implementation: str | None = Field(None, description="e.g. 'sdpa', 'eager', 'flash_attention_2'.")
     gradient_checkpointing: bool = False
     trust_remote_code: bool = False
@@ -114,7 +117,10 @@ class DataConfig(Section):
 
 
 class RolloutConfig(Section):
-    engine: str = "hf"
+    engine: str = Field("auto", description=(
+        "A registered rollout engine: hf (transformers modules, dynamic cache), static (static KV cache over the "
+        "policy's own modules, CUDA graphs on GPU; docs/engines.md), or auto: static on CUDA for the model families it "
+        "covers, hf otherwise (the faster one on a CPU)."))
     samples_per_prompt: int = Field(8, gt=0)
     temperature: float = Field(1.0, gt=0)
     top_p: float = Field(1.0, gt=0, le=1)

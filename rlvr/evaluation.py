@@ -205,13 +205,13 @@ def evaluate_model(cfg: RunConfig, model_dir: str, settings: EvalSettings, show_
     Sampling starts from seed cfg.seed, so a rerun reproduces the figures."""
     import torch
 
-    from rlvr.models import load_model, load_tokenizer
+    from rlvr.models import load_model, load_tokenizer, resolve_device
     from rlvr.rewards.pool import RewardPool
     from rlvr.rollout import make_engine
     from rlvr.tasks import make_tasks
 
     tokenizer = load_tokenizer(model_dir, cfg.model.trust_remote_code)
-    model = load_model(cfg.model, name=model_dir)
+    model = load_model(cfg.model, name=model_dir).to(resolve_device(cfg.model.device))
     tasks = make_tasks(cfg.data.tasks, cfg.seed, cfg.data.bad_rows)
     encode = PromptEncoder(tokenizer, cfg.model.chat_template, cfg.data.system_prompt, cfg.data.max_prompt_tokens)
     with RewardPool(cfg.rewards.num_workers, cfg.rewards.timeout_s,

@@ -1,6 +1,9 @@
 """The static-cache engine against the hf engine (greedy, token for token) and against a full forward pass
 (sampling logprobs), on tiny config-built Llama, Qwen2, Qwen3 and Mistral decoders."""
 
+import json
+from pathlib import Path
+
 import pytest
 import torch
 from transformers import (
@@ -81,6 +84,24 @@ def test_greedy_is_token_identical_to_the_hf_engine(tokenizer, family):
     assert token_ids(static.generate(prompts[::-1], params)) == token_ids(expected)[::-1]
 
 
+@pytest.mark.parametrize("family", ["llama", "qwen3"])
+def test_the_cuda_layout_runs_eagerly_on_a_cpu(tokenizer, family):
+    """Power-of-two batch buckets with padding slots, compaction between buckets and rounded-up cache columns (what
+    CUDA graphs are captured for), run eagerly: still token-identical to the hf engine."""
+    model = tiny(tokenizer, family)
+    prompts = encode(tokenizer, ["3+4=", "12+19=", "7+1=", "1", "19+19=5"])
+    model.generation_config.eos_token_id = [tokenizer.eos_token_id, often_generated_token(model, tokenizer, prompts)]
+    params = SamplingParams(n=3, greedy=True, max_new_tokens=20)  # 15 rows: a bucket of 16 with a padding slot
+    static = make_engine("static", model, tokenizer, batch_size=64)
+    static.static_shapes = True
+    steps = []
+    original = static._run_step
+    static._run_step = lambda b, width: steps.append((b, width)) or original(b, width)
+    got = static.generate(prompts, params)
+    assert token_ids(got) == token_ids(make_engine("hf", model, tokenizer, 64).generate(prompts, params))
+    assert steps[0] == (16, 64) and len({b for b, _ in steps}) > 1 and all(b & (b - 1) == 0 for b, _ in steps)
+
+
 @pytest.mark.parametrize("family", ["llama", "qwen2", "qwen3", "mistral-window-4"])
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
 def test_sampling_logprobs_and_entropy_match_a_full_forward_pass(tokenizer, family, temperature):
@@ -103,9 +124,11 @@ def test_sampling_logprobs_and_entropy_match_a_full_forward_pass(tokenizer, fami
     assert worst < 1e-4, worst
 
 
-def test_a_groups_samples_do_not_depend_on_what_shares_the_batch(tokenizer):
+@pytest.mark.parametrize("static_shapes", [False, True])
+def test_a_groups_samples_do_not_depend_on_what_shares_the_batch(tokenizer, static_shapes):
     model = tiny(tokenizer, "qwen3")
     engine = make_engine("static", model, tokenizer, batch_size=64)
+    engine.static_shapes = static_shapes
     a, b, c = encode(tokenizer, ["3+4=", "12+19=", "7+1"])
     params = SamplingParams(n=4, temperature=1.5, max_new_tokens=12)
 
@@ -188,3 +211,27 @@ def test_other_architectures_fall_back_to_the_hf_engine_with_a_message(tokenizer
     dynamic.model.rotary_emb.rope_type = "dynamic"
     assert isinstance(make_engine("static", dynamic, tokenizer, 8), HFRolloutEngine)
     assert "length-dependent RoPE scaling 'dynamic'" in capsys.readouterr().err
+
+
+def test_training_with_the_static_engine_is_on_policy(fast_config):
+    from rlvr.config import build_config
+    from rlvr.trainer import Trainer
+
+    cfg = build_config(fast_config(steps=2, rollout={"engine": "static"}))
+    trainer = Trainer(cfg)
+    assert isinstance(trainer.engine, StaticCacheEngine)
+    trainer.fit()
+    rows = [json.loads(line) for line in (Path(cfg.tracking.output_dir) / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows if "actor/loss" in r] == [1, 2]
+    assert all(r["rollout/logprob_abs_diff"] < 1e-4 for r in rows if "actor/loss" in r)
+
+
+@pytest.mark.slow
+def test_quickstart_learns_with_the_static_engine(tmp_path):
+    from rlvr.quickstart import run_quickstart
+
+    summary = run_quickstart(seed=0, output_dir=str(tmp_path / "qs"), overrides=["rollout.engine=static"])
+    print(f"quickstart with rollout.engine=static: {summary['accuracy_after_sft']:.3f} after SFT, "
+          f"{summary['accuracy_after_rl']:.3f} after RL, {summary['wall_seconds']} s")
+    assert 0.2 <= summary["accuracy_after_sft"] <= 0.7
+    assert summary["accuracy_after_rl"] >= summary["accuracy_after_sft"] + 0.2

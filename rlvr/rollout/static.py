@@ -62,10 +62,10 @@ def unsupported_reason(model: torch.nn.Module) -> str | None:
     return None
 
 
-def bucket_size(count: int, capacity: int, graphs: bool) -> int:
-    """Rows a step runs with for `count` live rows: the next power of two when steps are captured graphs (few
-    captures), exactly `count` when eager."""
-    if not graphs:
+def bucket_size(count: int, capacity: int, static_shapes: bool) -> int:
+    """Rows a step runs with for `count` live rows: the next power of two (at most `capacity`) when steps are
+    captured graphs (few captures), exactly `count` when eager."""
+    if not static_shapes:
         return count
     return min(capacity, 1 << max(0, count - 1).bit_length())
 
@@ -113,7 +113,14 @@ class StaticCacheEngine:
         self.graphs: dict[tuple[int, int], torch.cuda.CUDAGraph] = {}
         self.graph_pool = None
         self.weights_at: tuple[int, ...] = ()
-        self.capture_s = 0.0  # one-time cost: seconds spent capturing graphs (warm-up included)
+        self.capture_s = 0.0  # one-time cost: seconds spent capturing graphs (warm-up and compilation included)
+        # On CUDA, compile the decode step with torch.compile (fusing the elementwise work between matmuls) before
+        # capturing it; costs a compilation per batch bucket. Off by default; benchmarks/gpu_generate.py measures it.
+        self.compile_step = False
+        self._compiled_step: Callable[[int, int], None] | None = None
+        # Steps run at power-of-two batch sizes over all cache columns (the shapes graphs are captured for); on a
+        # CPU, exactly the live rows and the columns in use. Tests turn it on on a CPU to run the CUDA layout.
+        self.static_shapes = self.uses_graphs
 
     def _window(self, attn) -> int | None:
         """The layer's sliding window (Qwen2/Qwen3 per layer type, Mistral for every layer), or None."""
@@ -134,7 +141,7 @@ class StaticCacheEngine:
     def _prepare(self, rows: int, columns: int) -> None:
         """A cache with at least `rows` x `columns` (grown, never shrunk), RoPE tables and static step buffers."""
         dtype, device = self.lm.model.embed_tokens.weight.dtype, self.device
-        if self.uses_graphs:
+        if self.static_shapes:
             columns = -(-columns // COLUMN_MULTIPLE_CUDA) * COLUMN_MULTIPLE_CUDA
         c = self.cache
         if c is not None and c.rows >= rows and c.columns >= columns and c.k[0].dtype == dtype and \
@@ -211,15 +218,20 @@ class StaticCacheEngine:
         graph = self.graphs.get((b, width))
         if graph is None:
             t0 = time.perf_counter()
+            step = self._decode_step
+            if self.compile_step:
+                self._compiled_step = self._compiled_step or torch.compile(self._decode_step, dynamic=False)
+                step = self._compiled_step
             side = torch.cuda.Stream()
             side.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(side):  # warm-up outside capture; rewrites this step's own keys, so harmless
-                self._decode_step(b, width)
+                for _ in range(2):  # (lazy initialisation, compilation)
+                    step(b, width)
             torch.cuda.current_stream().wait_stream(side)
             self.graph_pool = self.graph_pool or torch.cuda.graph_pool_handle()
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph, pool=self.graph_pool):
-                self._decode_step(b, width)
+                step(b, width)
             self.graphs[(b, width)] = graph
             torch.cuda.synchronize()
             self.capture_s += time.perf_counter() - t0
@@ -281,8 +293,8 @@ class StaticCacheEngine:
                         generators: list[torch.Generator] | None) -> list[Completion]:
         device, n, steps = self.device, params.n, params.max_new_tokens
         rows = len(prompts) * n
-        self._prepare(bucket_size(rows, sys.maxsize, self.uses_graphs), max(len(x) for x in prompts) + steps)
-        width = self.cache.columns if self.uses_graphs else max(len(x) for x in prompts) + steps
+        self._prepare(bucket_size(rows, sys.maxsize, self.static_shapes), max(len(x) for x in prompts) + steps)
+        width = self.cache.columns if self.static_shapes else max(len(x) for x in prompts) + steps
         p, logits = self._prefill(prompts, n, width)
         eos = self.eos.to(device)
         # Outputs per sample row, plus one spare row (index `rows`) that padding slots write into.
@@ -291,7 +303,7 @@ class StaticCacheEngine:
         entropies = torch.zeros((rows + 1, steps), device=device) if params.return_entropy else None
         lengths = torch.full((rows + 1,), steps, dtype=torch.long, device=device)
         done_rows = torch.zeros(rows + 1, dtype=torch.bool, device=device)
-        b = bucket_size(rows, self.cache.rows, self.uses_graphs)
+        b = bucket_size(rows, self.cache.rows, self.static_shapes)
         slot_rows = torch.full((b,), rows, dtype=torch.long, device=device)  # which sample each batch slot holds
         slot_rows[:rows] = torch.arange(rows, device=device)
         finished = slot_rows == rows
@@ -316,7 +328,7 @@ class StaticCacheEngine:
             live = (~finished).nonzero().flatten()
             if self.all_finished(len(live) == 0) or step == steps - 1:
                 break
-            smaller = bucket_size(len(live), self.cache.rows, self.uses_graphs)
+            smaller = bucket_size(len(live), self.cache.rows, self.static_shapes)
             if smaller <= b // 2:  # compaction: the live rows move to the front of a smaller bucket
                 keep = torch.cat([live, live[:1].expand(smaller - len(live))])
                 self.cache.keep_rows(keep)
