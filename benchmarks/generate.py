@@ -39,8 +39,10 @@ def build(args):
     return model, tokenizer, prompts
 
 
-def engine_side(name: str, model, tokenizer, prompts, args) -> Callable[[], int]:
+def engine_side(name: str, model, tokenizer, prompts, args, setup: Callable = lambda engine: None
+                ) -> Callable[[], int]:
     engine = make_engine(name, model, tokenizer, batch_size=args.prompts * args.samples)
+    setup(engine)
     params = SamplingParams(n=args.samples, temperature=1.0, max_new_tokens=args.new_tokens,
                             min_new_tokens=args.new_tokens)
 
@@ -56,6 +58,7 @@ def generate_side(cache: str | None, model, tokenizer, prompts, args) -> Callabl
     mask = torch.zeros_like(ids)
     for row, p in enumerate(prompts):
         ids[row, width - len(p) :], mask[row, width - len(p) :] = torch.tensor(p), 1
+    ids, mask = ids.to(model.device), mask.to(model.device)
     extra = {"cache_implementation": cache} if cache else {}
 
     @torch.no_grad()
@@ -68,14 +71,18 @@ def generate_side(cache: str | None, model, tokenizer, prompts, args) -> Callabl
     return run
 
 
-def measure(run: Callable[[], int], reps: int) -> dict:
+def measure(run: Callable[[], int], reps: int, sync: Callable[[], None] = lambda: None) -> dict:
+    """The first call's seconds (one-time costs included) and the median tokens/s of `reps` further calls."""
+    sync()
     t0 = time.perf_counter()
     run()
+    sync()
     first = time.perf_counter() - t0
     times, tokens = [], 0
     for _ in range(reps):
         t0 = time.perf_counter()
         tokens = run()
+        sync()
         times.append(time.perf_counter() - t0)
     median = statistics.median(times)
     return {"first_call_s": first, "median_s": median, "tokens": tokens, "tokens_per_s": tokens / median}
@@ -112,11 +119,15 @@ def main() -> None:
             results[name] = measure(run, args.reps)
         except Exception as e:  # a peer that cannot run here is reported, not fatal
             print(f"{name}: failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
-    base = results.get("rlvr static engine")
-    print(f"{'side':<40} {'tokens/s':>10} {'s/call':>8} {'first call s':>13} {'static engine / side':>21}")
+    print_table(results, "rlvr static engine")
+
+
+def print_table(results: dict[str, dict], base_name: str) -> None:
+    base = results.get(base_name)
+    print(f"{'side':<44} {'tokens/s':>10} {'s/call':>8} {'first call s':>13} {'static engine / side':>21}")
     for name, r in results.items():
         ratio = base["tokens_per_s"] / r["tokens_per_s"] if base else float("nan")
-        print(f"{name:<40} {r['tokens_per_s']:>10,.0f} {r['median_s']:>8.3f} {r['first_call_s']:>13.2f} {ratio:>20.2f}x")
+        print(f"{name:<44} {r['tokens_per_s']:>10,.0f} {r['median_s']:>8.3f} {r['first_call_s']:>13.2f} {ratio:>20.2f}x")
 
 
 if __name__ == "__main__":
