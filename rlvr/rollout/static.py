@@ -114,10 +114,9 @@ class StaticCacheEngine:
         self.graph_pool = None
         self.weights_at: tuple[int, ...] = ()
         self.capture_s = 0.0  # one-time cost: seconds spent capturing graphs (warm-up and compilation included)
-        # On CUDA, compile the decode step with torch.compile (fusing the elementwise work between matmuls) before
-        # capturing it; costs a compilation per batch bucket. Off by default; benchmarks/gpu_generate.py measures it.
-        self.compile_step = False
-        self._compiled_step: Callable[[int, int], None] | None = None
+        # compile_layers(): torch.compile one decoder layer's step (fusing the elementwise work between the matmuls);
+        # every layer reuses the compiled code (regional compilation), captured into the graphs like the rest.
+        self.compiled_layer: Callable[..., torch.Tensor] | None = None
         # Steps run at power-of-two batch sizes over all cache columns (the shapes graphs are captured for); on a
         # CPU, exactly the live rows and the columns in use. Tests turn it on on a CPU to run the CUDA layout.
         self.static_shapes = self.uses_graphs
@@ -161,9 +160,11 @@ class StaticCacheEngine:
 
     # ------------------------------------------------------------------ the model
 
-    def _forward(self, ids: torch.Tensor, positions: torch.Tensor, columns: torch.Tensor, width: int) -> torch.Tensor:
+    def _forward(self, ids: torch.Tensor, positions: torch.Tensor, columns: torch.Tensor, width: int,
+                 decoding: bool = False) -> torch.Tensor:
         """Logits of the last of `ids` [b, q] at RoPE `positions` [b, q], their keys/values written into cache
-        columns `columns` [q]; attention over the first `width` cache columns."""
+        columns `columns` [q]; attention over the first `width` cache columns. Decoding steps run the compiled
+        layer when there is one (prefills, of varying shapes, never do)."""
         b, q = ids.shape
         inner, c = self.lm.model, self.cache
         h = inner.embed_tokens(ids)
@@ -175,21 +176,29 @@ class StaticCacheEngine:
         for window in set(self.windows) - {None}:
             recent = c.position[:b, None, None, :width] > positions[:, None, :, None] - window
             masks[window] = allowed & recent
+        layer_step = self.compiled_layer if decoding and self.compiled_layer is not None else self._layer_step
         for i, layer in enumerate(inner.layers):
-            attn = layer.self_attn
-            x = layer.input_layernorm(h)
-            shape = (b, q, -1, self.head_dim)
-            queries, keys, values = attn.q_proj(x).view(shape), attn.k_proj(x).view(shape), attn.v_proj(x).view(shape)
-            if hasattr(attn, "q_norm"):  # Qwen3: RMSNorm over each head's dimension
-                queries, keys = attn.q_norm(queries), attn.k_norm(keys)
-            queries, keys = self.rope(queries.transpose(1, 2), keys.transpose(1, 2), cos, sin)
-            k_cache, v_cache = c.k[i][:b, :, :width], c.v[i][:b, :, :width]
-            k_cache.index_copy_(2, columns, keys)
-            v_cache.index_copy_(2, columns, values.transpose(1, 2))
-            out = self._attention(queries, k_cache, v_cache, masks[self.windows[i]], attn.scaling)
-            h = h + attn.o_proj(out.transpose(1, 2).reshape(b, q, -1))
-            h = h + layer.mlp(layer.post_attention_layernorm(h))
+            h = layer_step(layer, h, cos, sin, masks[self.windows[i]], c.k[i][:b, :, :width], c.v[i][:b, :, :width],
+                           columns)
         return self.lm.lm_head(inner.norm(h[:, -1]))
+
+    def _layer_step(self, layer: torch.nn.Module, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                    mask: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, columns: torch.Tensor
+                    ) -> torch.Tensor:
+        """One decoder layer over `h` [b, q, hidden], its keys/values written into the cache views at `columns`."""
+        b, q = h.shape[:2]
+        attn = layer.self_attn
+        x = layer.input_layernorm(h)
+        shape = (b, q, -1, self.head_dim)
+        queries, keys, values = attn.q_proj(x).view(shape), attn.k_proj(x).view(shape), attn.v_proj(x).view(shape)
+        if hasattr(attn, "q_norm"):  # Qwen3: RMSNorm over each head's dimension
+            queries, keys = attn.q_norm(queries), attn.k_norm(keys)
+        queries, keys = self.rope(queries.transpose(1, 2), keys.transpose(1, 2), cos, sin)
+        k_cache.index_copy_(2, columns, keys)
+        v_cache.index_copy_(2, columns, values.transpose(1, 2))
+        out = self._attention(queries, k_cache, v_cache, mask, attn.scaling)
+        h = h + attn.o_proj(out.transpose(1, 2).reshape(b, q, -1))
+        return h + layer.mlp(layer.post_attention_layernorm(h))
 
     def _attention(self, queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor,
                    scale: float) -> torch.Tensor:
@@ -209,7 +218,14 @@ class StaticCacheEngine:
         c = self.cache
         c.valid[:b].index_fill_(1, self.column, True)
         c.position[:b].index_copy_(1, self.column, self.positions[:b, None])
-        self.logits[:b] = self._forward(self.tokens[:b, None], self.positions[:b, None], self.column, width)
+        self.logits[:b] = self._forward(self.tokens[:b, None], self.positions[:b, None], self.column, width,
+                                        decoding=True)
+
+    def compile_layers(self) -> None:
+        """Run decoder layers through torch.compile from the next step on (off by default; the first step of each
+        new shape compiles, counted in capture_s on CUDA)."""
+        self.compiled_layer = torch.compile(self._layer_step, dynamic=False)
+        self.graphs = {}
 
     def _run_step(self, b: int, width: int) -> None:
         if not self.uses_graphs:
@@ -219,9 +235,6 @@ class StaticCacheEngine:
         if graph is None:
             t0 = time.perf_counter()
             step = self._decode_step
-            if self.compile_step:
-                self._compiled_step = self._compiled_step or torch.compile(self._decode_step, dynamic=False)
-                step = self._compiled_step
             side = torch.cuda.Stream()
             side.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(side):  # warm-up outside capture; rewrites this step's own keys, so harmless
