@@ -90,3 +90,13 @@ def test_a_groups_samples_do_not_depend_on_the_batch_on_cuda(tokenizer):
                                                             for k in keys]))
 
     assert sample([b, a], ["b", "a"])[1] == sample([a], ["a"])[0]
+
+
+def test_compiled_layers_are_token_identical_to_the_hf_engine(tokenizer):
+    model = model_on_gpu(tokenizer, "qwen2", torch.float32)
+    prompts = encode(tokenizer, ["3+4=", "12+19=", "7+1=", "1"])
+    params = SamplingParams(n=2, greedy=True, max_new_tokens=32)
+    static = make_engine("static", model, tokenizer, 64)
+    static.compile_layers()
+    assert token_ids(static.generate(prompts, params)) == token_ids(
+        make_engine("hf", model, tokenizer, 64).generate(prompts, params))
