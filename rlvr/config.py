@@ -120,7 +120,7 @@ class RolloutConfig(Section):
     engine: str = Field("auto", description=(
         "A registered rollout engine: hf (transformers modules, dynamic cache), static (static KV cache over the "
         "policy's own modules, CUDA graphs on GPU; docs/engines.md), or auto: static on CUDA for the model families it "
-        "covers, hf otherwise (the faster one on a CPU)."))
+        "covers, hf otherwise (as fast on a CPU at the quickstart's lengths, and CPU runs stay as they were)."))
     samples_per_prompt: int = Field(8, gt=0)
     temperature: float = Field(1.0, gt=0)
     top_p: float = Field(1.0, gt=0, le=1)
