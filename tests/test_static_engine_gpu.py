@@ -56,7 +56,7 @@ def test_graphs_are_token_identical_to_the_hf_engine_and_see_in_place_updates(to
         for p in model.parameters():
             p.add_(0.3 * torch.randn_like(p))  # an in-place update, as the optimizer makes
     updated = static.generate(prompts, params)
-    assert static.graphs == captured  # nothing recaptured
+    assert all(static.graphs[key] is graph for key, graph in captured.items())  # nothing recaptured
     assert token_ids(updated) == token_ids(hf.generate(prompts, params)) != token_ids(expected)
 
 
