@@ -102,6 +102,20 @@ def test_the_cuda_layout_runs_eagerly_on_a_cpu(tokenizer, family):
     assert steps[0] == (16, 64) and len({b for b, _ in steps}) > 1 and all(b & (b - 1) == 0 for b, _ in steps)
 
 
+@pytest.mark.slow
+def test_compiled_layers_are_token_identical_on_a_cpu(tokenizer):
+    """compile_layers(): one torch.compile graph for the decoder layer, reused by every layer (about 30 s of C++
+    compilation on a CPU)."""
+    model = tiny(tokenizer, "qwen3")
+    prompts = encode(tokenizer, ["3+4=", "12+19=", "7+1="])
+    params = SamplingParams(n=2, greedy=True, max_new_tokens=10)
+    static = make_engine("static", model, tokenizer, batch_size=64)
+    static.static_shapes = True  # one bucket shape, one compilation
+    static.compile_layers()
+    assert token_ids(static.generate(prompts, params)) == token_ids(
+        make_engine("hf", model, tokenizer, 64).generate(prompts, params))
+
+
 @pytest.mark.parametrize("family", ["llama", "qwen2", "qwen3", "mistral-window-4"])
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
 def test_sampling_logprobs_and_entropy_match_a_full_forward_pass(tokenizer, family, temperature):
