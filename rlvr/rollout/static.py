@@ -208,9 +208,9 @@ class StaticCacheEngine:
         if self.groups == 1:
             return F.scaled_dot_product_attention(queries, keys, values, attn_mask=mask, scale=scale)
         if q == 1:
-            packed = queries.view(b, self.kv_heads, self.groups, d)
+            packed = queries.reshape(b, self.kv_heads, self.groups, d)
             out = F.scaled_dot_product_attention(packed, keys, values, attn_mask=mask, scale=scale)
-            return out.view(b, heads, 1, d)
+            return out.reshape(b, heads, 1, d)  # fused kernels may return a transposed layout
         return F.scaled_dot_product_attention(queries, keys, values, attn_mask=mask, scale=scale, enable_gqa=True)
 
     def _decode_step(self, b: int, width: int) -> None:
