@@ -327,7 +327,7 @@ class StaticCacheEngine:
             if noise is not None:  # each group draws its own noise, every step, whatever else is in the batch
                 for g, generator in enumerate(generators):
                     noise[g * n : (g + 1) * n].exponential_(generator=generator)
-            tok, logp, entropy = self._sample(logits, step, params, None if noise is None else noise[slot_rows])
+            tok, logp, entropy = self._sample(logits, step, params, eos, None if noise is None else noise[slot_rows])
             tok = torch.where(finished, self.pad_id, tok)
             tokens[slot_rows, step], logps[slot_rows, step] = tok, logp
             if entropies is not None:
@@ -354,7 +354,7 @@ class StaticCacheEngine:
             self._run_step(b, width)
         return self._completions(tokens[:rows], logps[:rows], entropies, lengths[:rows], done_rows[:rows])
 
-    def _sample(self, logits: torch.Tensor, step: int, params: SamplingParams,
+    def _sample(self, logits: torch.Tensor, step: int, params: SamplingParams, eos: torch.Tensor,
                 noise: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """Next tokens, their logprobs under log_softmax(logits / T) (before top-k/top-p and min-new-tokens), and
         the entropy of that distribution when asked."""
@@ -362,7 +362,7 @@ class StaticCacheEngine:
         logp_all = torch.log_softmax(scaled, dim=-1)
         sample_from = scaled
         if step < params.min_new_tokens:  # a sampling constraint, like top-k: not in the logprobs
-            sample_from = scaled.index_fill(-1, self.eos.to(scaled.device), float("-inf"))
+            sample_from = scaled.index_fill(-1, eos, float("-inf"))
         if params.greedy:
             tok = sample_from.argmax(-1)
         else:
