@@ -60,6 +60,15 @@ class RolloutBatch:
         out.attention_mask = out.attention_mask[:, first : width_p + keep_c]
         return out
 
+    def micro_batches(self, rows: torch.Tensor, size: int) -> list[torch.Tensor]:
+        """`rows` in micro-batches of at most `size` rows. When they need more than one, rows are ordered by length
+        (longest first, so an out-of-memory shows at once) and each micro-batch, trimmed by `select`, carries little
+        padding; losses are divided by global counts, so the order changes no gradient."""
+        if len(rows) <= size:
+            return [rows]
+        lengths = self.attention_mask[rows].sum(-1)
+        return list(rows[torch.argsort(lengths, descending=True, stable=True)].split(size))
+
     def to(self, device: torch.device | str) -> RolloutBatch:
         """The same rows with every tensor on `device`."""
         return replace(self, **{f.name: getattr(self, f.name).to(device) for f in fields(self)

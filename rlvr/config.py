@@ -60,6 +60,9 @@ class ModelConfig(Section):
     tokenizer: str | None = Field(None, description="Tokenizer name/path when it differs from the model's.")
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field("float32", description="Parameter dtype of the "
         "policy (and reference); 'auto' takes the checkpoint's.")
+    device: str = Field("auto", pattern=r"^(auto|cpu|cuda(:\d+)?)$", description=(
+        "Where the policy trains and generates: auto (CUDA when available, else the CPU), cpu, cuda or cuda:N. Under "
+        "torchrun, auto and cuda mean each process's own GPU (cuda:LOCAL_RANK)."))
     attn_implementation: str | None = Field(None, description="e.g. 'sdpa', 'eager', 'flash_attention_2'.")
     gradient_checkpointing: bool = Field(False, description="Recompute activations in the backward pass (less memory, "
         "slower).")
@@ -168,7 +171,10 @@ class DataConfig(Section):
 
 
 class RolloutConfig(Section):
-    engine: str = Field("hf", description="Generation engine (registered; 'hf' is the reference).")
+    engine: str = Field("auto", description=(
+        "A registered rollout engine: hf (transformers modules, dynamic cache), static (static KV cache over the "
+        "policy's own modules, CUDA graphs on GPU; docs/engines.md), or auto: static on CUDA for the model families it "
+        "covers, hf otherwise (as fast on a CPU at the quickstart's lengths, and CPU runs stay as they were)."))
     samples_per_prompt: int = Field(8, gt=0, description="Completions per prompt: the group of group-relative "
         "advantages (TRL num_generations, verl rollout.n).")
     temperature: float = Field(1.0, gt=0, description="Sampling temperature; logprobs for the loss use the same "

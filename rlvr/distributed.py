@@ -39,16 +39,17 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def init_process_group(single: bool = False, timeout_s: float = 1800.0) -> None:
+def init_process_group(single: bool = False, timeout_s: float = 1800.0, cuda: bool | None = None) -> None:
     """Join the process group torchrun described (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, LOCAL_RANK): nccl
-    on GPUs, each rank on cuda:LOCAL_RANK; gloo on CPUs. With `single`, a process not started by torchrun
-    forms a group of one (FSDP2 needs a group even alone). Does nothing when already initialized."""
+    on GPUs (`cuda`, default: when available), each rank on cuda:LOCAL_RANK; gloo on CPUs. With `single`, a process
+    not started by torchrun forms a group of one (FSDP2 needs a group even alone). Does nothing when already
+    initialized."""
     if is_distributed() or not (launched_by_torchrun() or single):
         return
     if not launched_by_torchrun():
         os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
                           MASTER_PORT=str(_free_port()))
-    cuda = torch.cuda.is_available()
+    cuda = torch.cuda.is_available() if cuda is None else cuda
     if cuda:
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     dist.init_process_group("nccl" if cuda else "gloo", timeout=datetime.timedelta(seconds=timeout_s))

@@ -222,7 +222,7 @@ def evaluate_model(cfg: RunConfig, model_dir: str, settings: EvalSettings, show_
     Sampling starts from seed cfg.seed, so a rerun reproduces the figures."""
     import torch
 
-    from rlvr.models import load_model, load_tokenizer
+    from rlvr.models import load_model, load_tokenizer, resolve_device
     from rlvr.rewards.loading import check_reward_functions
     from rlvr.rewards.pool import RewardPool
     from rlvr.rollout import make_engine
@@ -233,7 +233,7 @@ def evaluate_model(cfg: RunConfig, model_dir: str, settings: EvalSettings, show_
     prepare_sandbox(cfg.sandbox.isolation, tasks)
     check_reward_functions([], tasks)  # only the tasks' verifiers score an evaluation (below)
     tokenizer = load_tokenizer(model_dir, cfg.model.trust_remote_code)
-    model = load_model(cfg.model, name=model_dir)
+    model = load_model(cfg.model, name=model_dir).to(resolve_device(cfg.model.device))
     encode = PromptEncoder(tokenizer, cfg.model.chat_template, cfg.data.system_prompt, cfg.data.max_prompt_tokens,
                            template_kwargs=cfg.model.chat_template_kwargs)
     with RewardPool(cfg.rewards.num_workers, cfg.rewards.timeout_s,

@@ -109,6 +109,24 @@ def check_model_reachable(name: str) -> None:
         )
 
 
+def resolve_device(name: str = "auto") -> torch.device:
+    """`model.device` as a torch device: auto is CUDA when available (the process's current GPU), else the CPU."""
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cpu":
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise RlvrError(f"model.device={name}, but torch sees no CUDA device here (torch {torch.__version__}). Use "
+                        "model.device=auto or cpu, or install a CUDA build of torch.")
+    device = torch.device(name)
+    if device.index is None:
+        return torch.device("cuda", torch.cuda.current_device())
+    if device.index >= torch.cuda.device_count():
+        raise RlvrError(f"model.device={name}, but this machine has {torch.cuda.device_count()} CUDA device(s) "
+                        f"(cuda:0 to cuda:{torch.cuda.device_count() - 1}).")
+    return device
+
+
 def _check_local(name: str) -> None:
     p = Path(name).expanduser()
     looks_local = p.exists() or name.startswith(("/", ".", "~")) or name.count("/") > 1

@@ -26,23 +26,18 @@ from torch.distributed.checkpoint.state_dict import (
 )
 
 from rlvr.distributed import init_process_group, sum_gradients, world_size
+from rlvr.models import resolve_device
 
 FULL = StateDictOptions(full_state_dict=True, cpu_offload=True)
 
 
-def resolve_strategy(name: str) -> str:
-    """'auto' -> fsdp2 when several torchrun processes share CUDA devices, ddp otherwise (in one process that is
+def resolve_strategy(name: str, device: str = "auto") -> str:
+    """'auto' -> fsdp2 when several torchrun processes train on CUDA devices, ddp otherwise (in one process that is
     the plain model, unwrapped)."""
     if name != "auto":
         return name
     several = int(os.environ.get("WORLD_SIZE", "1")) > 1
-    return "fsdp2" if torch.cuda.is_available() and several else "ddp"
-
-
-def local_device() -> torch.device:
-    if not torch.cuda.is_available():
-        return torch.device("cpu")
-    return torch.device("cuda", torch.cuda.current_device())
+    return "fsdp2" if resolve_device(device).type == "cuda" and several else "ddp"
 
 
 class Replicated:
@@ -50,11 +45,12 @@ class Replicated:
 
     lockstep_forward = False  # ranks may run different numbers of forwards
 
-    def __init__(self, model: torch.nn.Module):
-        self.model = model.to(local_device())
+    def __init__(self, model: torch.nn.Module, device: torch.device):
+        self.device = device
+        self.model = model.to(device)
 
     def wrap_frozen(self, model: torch.nn.Module) -> torch.nn.Module:
-        return model.to(local_device())
+        return model.to(self.device)
 
     def before_backward(self, last: bool) -> None:
         """Told before each micro-batch's backward whether it is the mini-batch's last."""
@@ -78,7 +74,8 @@ class FullyShardedV2(Replicated):
 
     lockstep_forward = True
 
-    def __init__(self, model: torch.nn.Module):
+    def __init__(self, model: torch.nn.Module, device: torch.device):
+        self.device = device
         self.model = self.wrap_frozen(model)
         for module in self._sharded(self.model):
             module.set_gradient_divide_factor(1.0)
@@ -94,7 +91,7 @@ class FullyShardedV2(Replicated):
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import fully_shard
 
-        mesh = init_device_mesh(local_device().type, (world_size(),))
+        mesh = init_device_mesh(self.device.type, (world_size(),))
         layers = set(getattr(model, "_no_split_modules", None) or [])  # HF: the decoder layer classes
         for module in list(model.modules()):
             if type(module).__name__ in layers:
@@ -128,15 +125,15 @@ class FullyShardedV2(Replicated):
         return super().optimizer_state(optimizer)
 
 
-def make_parallel(model: torch.nn.Module, strategy: str) -> Replicated:
-    """Place `model` for data-parallel training under `strategy` ('ddp' or 'fsdp2', see resolve_strategy), after
-    `start_processes`."""
-    return FullyShardedV2(model) if strategy == "fsdp2" else Replicated(model)
+def make_parallel(model: torch.nn.Module, strategy: str, device: str = "auto") -> Replicated:
+    """Place `model` on `device` (model.device, see rlvr.models.resolve_device) for data-parallel training under
+    `strategy` ('ddp' or 'fsdp2', see resolve_strategy), after `start_processes`."""
+    return (FullyShardedV2 if strategy == "fsdp2" else Replicated)(model, resolve_device(device))
 
 
-def start_processes(strategy: str) -> str:
-    """Join the process group torchrun started (or, for fsdp2 in a plain process, form a group of one); returns
-    the resolved strategy."""
-    strategy = resolve_strategy(strategy)
-    init_process_group(single=strategy == "fsdp2")
+def start_processes(strategy: str, device: str = "auto") -> str:
+    """Join the process group torchrun started (or, for fsdp2 in a plain process, form a group of one: FSDP2 on a
+    single GPU runs over NCCL); returns the resolved strategy."""
+    strategy = resolve_strategy(strategy, device)
+    init_process_group(single=strategy == "fsdp2", cuda=resolve_device(device).type == "cuda")
     return strategy

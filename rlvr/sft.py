@@ -10,7 +10,7 @@ import torch
 
 from rlvr.config import RunConfig
 from rlvr.errors import DataError
-from rlvr.models import TINY, load_model, load_policy, load_tokenizer, save_pretrained
+from rlvr.models import TINY, load_model, load_policy, load_tokenizer, resolve_device, save_pretrained
 from rlvr.prompts import PromptEncoder
 from rlvr.tasks import make_tasks
 from rlvr.tasks.dataset import read_rows
@@ -123,6 +123,7 @@ def run_sft(cfg: RunConfig) -> Path:
         model, tokenizer = load_policy(cfg.model, cfg.seed, texts + hints)
     else:
         model, tokenizer = load_model(cfg.model), load_tokenizer(cfg.model.tokenizer or cfg.model.name)
+    model.to(resolve_device(cfg.model.device))
     encode = PromptEncoder(tokenizer, cfg.model.chat_template, cfg.data.system_prompt, cfg.data.max_prompt_tokens,
                            template_kwargs=cfg.model.chat_template_kwargs)
     examples = encode_conversations(dialogues, encode) if multi_turn else encode_pairs(pairs, encode, tokenizer)

@@ -113,7 +113,7 @@ def check_data_parallel(cfg: RunConfig, strategy: str, world: int) -> None:
 class Trainer:
     def __init__(self, config: RunConfig, resume: str | None = None):
         self.cfg = cfg = config
-        strategy = start_processes(cfg.distributed.strategy)
+        strategy = start_processes(cfg.distributed.strategy, cfg.model.device)
         check_data_parallel(cfg, strategy, world_size())
         self.out = Path(cfg.tracking.output_dir)
         self.resume_path = resume_path = resolve_resume(resume, self.out) if resume else None
@@ -147,7 +147,7 @@ class Trainer:
         self.tokenizer = load_tokenizer(source, cfg.model.trust_remote_code)
         model = self._load_policy(resume_path)
         ensure_disk_space(self.out, checkpoint_bytes(model))
-        self.parallel = make_parallel(model, strategy)
+        self.parallel = make_parallel(model, strategy, cfg.model.device)
         self.model = self.parallel.model
         self.ref_model = None  # with LoRA the reference is the policy with its adapters disabled
         if a.kl_coef > 0 and not is_lora(model):
@@ -170,9 +170,9 @@ class Trainer:
                                      max_new_tokens=r.max_new_tokens, min_new_tokens=r.min_new_tokens, stop=r.stop,
                                      return_entropy=a.high_entropy_fraction is not None)
         o = cfg.optim
-        self.optimizer = torch.optim.AdamW(
-            [p for p in self.model.parameters() if p.requires_grad], lr=o.lr, betas=o.betas, weight_decay=o.weight_decay
-        )
+        trainable = [p for p in self.model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(trainable, lr=o.lr, betas=o.betas, weight_decay=o.weight_decay,
+                                           fused=self.parallel.device.type == "cuda" or None)  # one kernel per step
         total_updates = cfg.steps * o.ppo_epochs * o.mini_batches
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lr_lambda(o.schedule, o.warmup_steps, total_updates)
@@ -348,7 +348,7 @@ class Trainer:
         out = torch.zeros_like(batch.completion_mask)
         device = next(model.parameters()).device
         with torch.no_grad():
-            for rows in self._my_rows(batch).split(self.cfg.optim.micro_batch_size):
+            for rows in batch.micro_batches(self._my_rows(batch), self.cfg.optim.micro_batch_size):
                 mb = batch.select(rows).to(device)
                 logp, _ = completion_logprobs(model, mb.input_ids, mb.attention_mask, mb.completion_width,
                                               self.cfg.rollout.temperature)

@@ -44,7 +44,7 @@ def accumulate_gradients(model, mini: RolloutBatch, setup: LossSetup) -> dict[st
                norm_constant=setup.norm_constant)
     sums: dict[str, float] = defaultdict(float)
     device = next(model.parameters()).device
-    micro = torch.arange(len(mini)).split(setup.micro_batch_size)
+    micro = mini.micro_batches(torch.arange(len(mini)), setup.micro_batch_size)
     for i, rows in enumerate(micro):
         mb = mini.select(rows).to(device)
         mask, loss_mask = mb.completion_mask, mb.loss_mask

@@ -32,7 +32,8 @@ QUICK = ["model.tiny.hidden_size=32", "model.tiny.num_layers=2", "model.tiny.num
 
 
 def env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+            "OMP_NUM_THREADS": "1"}
 
 
 def train(out: Path, *args: str, procs: int = 1, steps: int = 10, resume: str | None = None) -> None:

@@ -1,0 +1,93 @@
+"""Decode throughput on one CUDA GPU: rlvr's static-cache engine (CUDA graphs; and with its decoder layers compiled
+by torch.compile before capture), rlvr's hf engine, and transformers' `generate` with its dynamic cache and with
+`cache_implementation="static"` (which compiles the decode step and captures CUDA graphs), on the same
+Qwen2.5-0.5B-shaped bf16 model (random weights), prompts, batch and lengths, in one run.
+
+Every side decodes --prompts x --samples sequences of exactly --new-tokens tokens (EOS banned until then:
+min_new_tokens = max_new_tokens) at temperature 1, no top-k/top-p. Each side's first call is timed on its own
+(graph capture, compilation: the one-time cost), then the median of --reps further calls gives tokens/s;
+ratios are against the static engine (graphs). Results also go to --json.
+
+Run:  python benchmarks/gpu_generate.py                         (128 prompts x 1 sample x 256 new tokens)
+      python benchmarks/gpu_generate.py --prompts 16 --samples 8 --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import torch
+from generate import engine_side, generate_side, measure, print_table
+from gpu_shapes import arithmetic_prompts, require_cuda, tokenizer_and_model
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--prompts", type=int, default=128)
+    ap.add_argument("--samples", type=int, default=1)
+    ap.add_argument("--new-tokens", type=int, default=256)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--skip", nargs="*", default=[], help="sides to leave out: compiled, hf, dynamic, static-generate")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+    require_cuda("benchmarks/gpu_generate.py")
+    t0 = time.perf_counter()
+    tokenizer, model = tokenizer_and_model()
+    prompts = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in arithmetic_prompts(args.prompts)]
+    print(f"model ready in {time.perf_counter() - t0:.1f} s: {sum(p.numel() for p in model.parameters()) / 1e6:.0f}M "
+          f"parameters, {next(model.parameters()).dtype}, {torch.cuda.get_device_name()}, torch {torch.__version__}; {args.prompts} prompts x "
+          f"{args.samples} samples x {args.new_tokens} new tokens, prompt lengths {min(map(len, prompts))}-"
+          f"{max(map(len, prompts))}", flush=True)
+    engines = {}
+
+    def keep(name, compiled=False):
+        def setup(engine):
+            if compiled:
+                engine.compile_layers()
+            engines[name] = engine
+        return setup
+
+    static, compiled = "rlvr static engine", "rlvr static engine, compiled layers"
+    sides = {static: lambda: engine_side("static", model, tokenizer, prompts, args, keep(static))}
+    if "compiled" not in args.skip:
+        sides[compiled] = lambda: engine_side("static", model, tokenizer, prompts, args, keep(compiled, True))
+    if "hf" not in args.skip:
+        sides["rlvr hf engine"] = lambda: engine_side("hf", model, tokenizer, prompts, args)
+    if "dynamic" not in args.skip:
+        sides["transformers generate (dynamic cache)"] = lambda: generate_side(None, model, tokenizer, prompts, args)
+    if "static-generate" not in args.skip:
+        sides["transformers generate (static cache)"] = lambda: generate_side("static", model, tokenizer, prompts,
+                                                                              args)
+    results = {}
+    for name, make in sides.items():
+        try:
+            results[name] = measure(make(), args.reps, torch.cuda.synchronize)
+        except Exception as e:  # a side that cannot run here is reported, not fatal
+            print(f"{name}: failed: {type(e).__name__}: {str(e).splitlines()[0][:300]}", flush=True)
+            continue
+        r = results[name]
+        r["peak_mem_GiB"] = torch.cuda.max_memory_allocated() / 2**30
+        print(f"{name}: {r['tokens_per_s']:,.0f} tokens/s, first call {r['first_call_s']:.1f} s", flush=True)
+        torch.cuda.empty_cache()
+    for name, engine in engines.items():
+        if name in results:
+            print(f"{name}: {engine.capture_s:.1f} s capturing {len(engine.graphs)} graph(s)"
+                  f"{', compilation included' if engine.compiled_layer else ''}")
+            results[name]["capture_s"] = engine.capture_s
+    print_table(results, static)
+    best = max((r for n, r in results.items() if n.startswith("rlvr static")), key=lambda r: r["tokens_per_s"])
+    peer = results.get("transformers generate (static cache)")
+    print(f"acceptance (issue 14): best static engine {best['tokens_per_s']:,.0f} tokens/s (>= 40,000: "
+          f"{best['tokens_per_s'] >= 40000}); vs transformers static generate "
+          f"{best['tokens_per_s'] / peer['tokens_per_s'] if peer else float('nan'):.2f}x (>= 2); one-time capture "
+          f"{best.get('capture_s', float('nan')):.1f} s (<= 60)")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"args": vars(args), "device": torch.cuda.get_device_name(), "torch": torch.__version__,
+                       "results": results}, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

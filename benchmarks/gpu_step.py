@@ -1,0 +1,171 @@
+"""Training step time and peak GPU memory on one CUDA GPU: rlvr's Trainer vs TRL's GRPOTrainer on the anchor
+configuration, one after the other in one invocation (each side in its own process, so neither sees the other's
+memory).
+
+Anchor configuration (both sides): a Qwen2.5-0.5B-shaped model with random weights in bf16, a BPE tokenizer trained
+here; 16 prompts x 8 samples per step, exactly 256 new tokens each (EOS banned until then), temperature 1;
+beta 0 (no reference model), one policy update per generation, gradient checkpointing, AdamW at lr 1e-6; reward
+len(completion) % 7. TRL is used as documented: GRPOConfig(per_device_train_batch_size=64,
+gradient_accumulation_steps=2, num_generations=8, max_completion_length=256, bf16=True, beta=0.0,
+gradient_checkpointing=True, generation_kwargs={"min_new_tokens": 256}). rlvr: rollout.engine=auto (the static
+engine on CUDA), micro-batches of --micro-batch sequences. Reported: median seconds per step after --warmup steps,
+peak GPU memory (torch.cuda.max_memory_allocated over the training steps), and the ratios the issue asks for
+(TRL / rlvr step time, rlvr / TRL peak memory). The rlvr side then resumes its final checkpoint for one more step.
+
+Run:  python benchmarks/gpu_step.py                   (6 steps each, median of the last 4)
+      python benchmarks/gpu_step.py --steps 8 --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+from gpu_shapes import arithmetic_prompts, length_mod_7, require_cuda, tokenizer_and_model
+
+PROMPTS, SAMPLES, NEW_TOKENS = 16, 8, 256
+
+
+def run_rlvr(args, root: Path) -> dict:
+    from rlvr.config import build_config
+    from rlvr.models import save_pretrained
+    from rlvr.trainer import Trainer
+
+    tokenizer, model = tokenizer_and_model()
+    save_pretrained(model, tokenizer, root / "model")
+    del model
+    torch.cuda.empty_cache()
+    texts = arithmetic_prompts(PROMPTS * (args.steps + 4))
+    (root / "prompts.jsonl").write_text("".join(json.dumps({"prompt": t, "answer": "0"}) + "\n" for t in texts))
+    out = root / "rlvr"
+
+    def config(steps: int):
+        return build_config({
+            "seed": 0, "steps": steps,
+            "model": {"name": str(root / "model"), "dtype": "bfloat16", "gradient_checkpointing": True},
+            "data": {"tasks": [{"name": "dataset", "args": {"path": str(root / "prompts.jsonl")}}],
+                     "prompts_per_step": PROMPTS},
+            "rollout": {"engine": args.engine, "samples_per_prompt": SAMPLES, "max_new_tokens": NEW_TOKENS,
+                        "min_new_tokens": NEW_TOKENS, "temperature": 1.0, "batch_size": PROMPTS * SAMPLES},
+            "algorithm": {"kl_coef": 0.0},
+            "optim": {"lr": 1e-6, "micro_batch_size": args.micro_batch},
+            "rewards": {"functions": [{"function": f"{Path(__file__).resolve().parent / 'gpu_shapes.py'}:length_mod_7", "name": "length"}],
+                        "num_workers": 4},
+            "eval": {"every_steps": 0},
+            "checkpoint": {"every_steps": 0},
+            "tracking": {"output_dir": str(out), "console": False, "tensorboard": "off"},
+        })
+
+    trainer = Trainer(config(args.steps))
+    engine = type(trainer.engine).__name__
+    torch.cuda.reset_peak_memory_stats()
+    trainer.fit()  # the final checkpoint is written after the last step, outside perf/step_s
+    peak = torch.cuda.max_memory_allocated() / 2**30
+    capture_s = getattr(trainer.engine, "capture_s", None)
+    del trainer
+    torch.cuda.empty_cache()
+    resumed = Trainer(config(args.steps + 1), resume="auto")
+    resumed_from = resumed.step
+    resumed.fit()
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    steps = sorted((r for r in rows if "perf/step_s" in r), key=lambda r: r["step"])
+    times = [r["perf/step_s"] for r in steps[: args.steps]]
+    return {"step_s": times, "gen_s": [r["perf/gen_s"] for r in steps[: args.steps]],
+            "train_s": [r["perf/train_s"] for r in steps[: args.steps]], "peak_mem_GiB": peak, "engine": engine,
+            "capture_s": capture_s, "resumed_from_step": resumed_from, "last_step": steps[-1]["step"]}
+
+
+def run_trl(args, root: Path) -> dict:
+    from datasets import Dataset
+    from transformers import TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    tokenizer, model = tokenizer_and_model()
+    dataset = Dataset.from_dict({"prompt": arithmetic_prompts(PROMPTS * (args.steps + 4))})
+    config = GRPOConfig(output_dir=str(root / "trl"), per_device_train_batch_size=PROMPTS * SAMPLES // 2,
+                        gradient_accumulation_steps=2, num_generations=SAMPLES, max_completion_length=NEW_TOKENS,
+                        bf16=True, learning_rate=1e-6, beta=0.0, gradient_checkpointing=True, max_steps=args.steps,
+                        logging_steps=1, save_strategy="no", report_to="none",
+                        generation_kwargs={"min_new_tokens": NEW_TOKENS})
+
+    def reward(completions, **_):
+        return [length_mod_7("", c) for c in completions]
+
+    times: list[float] = []
+
+    class StepTimer(TrainerCallback):
+        def on_step_begin(self, *_, **__):
+            torch.cuda.synchronize()
+            self.t0 = time.perf_counter()
+
+        def on_step_end(self, *_, **__):
+            torch.cuda.synchronize()
+            times.append(time.perf_counter() - self.t0)
+
+    trainer = GRPOTrainer(model=model, reward_funcs=reward, args=config, train_dataset=dataset,
+                          processing_class=tokenizer, callbacks=[StepTimer()])
+    torch.cuda.reset_peak_memory_stats()
+    trainer.train()
+    return {"step_s": times, "peak_mem_GiB": torch.cuda.max_memory_allocated() / 2**30}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--warmup", type=int, default=2, help="first steps left out of the median (capture, warm-up)")
+    ap.add_argument("--micro-batch", type=int, default=16, help="rlvr's optim.micro_batch_size (sequences)")
+    ap.add_argument("--engine", default="auto", help="rlvr's rollout.engine")
+    ap.add_argument("--side", choices=["rlvr", "trl"], default=None, help="run one side only (used internally)")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+    require_cuda("benchmarks/gpu_step.py")
+    if args.side:
+        with tempfile.TemporaryDirectory() as tmp:
+            result = (run_rlvr if args.side == "rlvr" else run_trl)(args, Path(tmp))
+        Path(args.json).write_text(json.dumps(result))
+        return
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for side in ("rlvr", "trl"):
+            path = Path(tmp) / f"{side}.json"
+            command = [sys.executable, __file__, "--side", side, "--json", str(path), "--steps", str(args.steps),
+                       "--micro-batch", str(args.micro_batch), "--engine", args.engine]
+            print(f"--- {side}: {' '.join(command[1:])}", flush=True)
+            proc = subprocess.run(command)
+            if proc.returncode != 0 or not path.exists():
+                print(f"{side} failed (exit code {proc.returncode})", flush=True)
+                continue
+            r = json.loads(path.read_text())
+            r["median_step_s"] = statistics.median(r["step_s"][args.warmup :] or r["step_s"])
+            results[side] = r
+            print(f"{side}: steps {[round(t, 2) for t in r['step_s']]} s, median {r['median_step_s']:.2f} s, peak "
+                  f"{r['peak_mem_GiB']:.2f} GiB", flush=True)
+    print(f"\n{PROMPTS} prompts x {SAMPLES} samples x {NEW_TOKENS} new tokens, Qwen2.5-0.5B-shaped bf16, "
+          f"{torch.cuda.get_device_name()}, torch {torch.__version__}")
+    print(f"{'side':<6} {'median s/step':>14} {'peak GiB':>9}")
+    for side, r in results.items():
+        print(f"{side:<6} {r['median_step_s']:>14.2f} {r['peak_mem_GiB']:>9.2f}")
+    if len(results) == 2:
+        rl, trl = results["rlvr"], results["trl"]
+        speedup, memory = trl["median_step_s"] / rl["median_step_s"], rl["peak_mem_GiB"] / trl["peak_mem_GiB"]
+        print(f"TRL / rlvr median step time: {speedup:.2f}x (issue 14 asks >= 5); rlvr / TRL peak memory: "
+              f"{memory:.2f} (asks <= 1)")
+    if "rlvr" in results:
+        r = results["rlvr"]
+        print(f"rlvr: engine {r['engine']}, capture {r['capture_s']} s; generation {statistics.median(r['gen_s']):.2f}"
+              f" s and update {statistics.median(r['train_s']):.2f} s per step (medians); resumed from step "
+              f"{r['resumed_from_step']} to step {r['last_step']}")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"device": torch.cuda.get_device_name(), "results": results},
+                                              indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,407 @@
+"""The static-cache rollout engine: a decode loop written on plain PyTorch over the policy's own submodules.
+
+The engine calls the model's embedding, each layer's norms, q/k/v/o projections (and Qwen3's q/k norms), MLP,
+the final norm and the LM head where they are, so it reads the live weights in place: an optimizer step is seen
+by the next generation with no copy, no sync and no recapture, and peft's LoRA layers apply their adapters when
+called. The engine itself owns only attention and the KV cache:
+
+- one KV buffer per layer, [rows, kv_heads, columns, head_dim], allocated once and grown when a later call needs
+  more rows or columns; each prompt is prefilled once and its cache copied to its n samples;
+- RoPE from the model's own rotary module (so its scaling variant, e.g. llama3, linear or yarn, is the model's),
+  tabulated once per cache size; `scaled_dot_product_attention` with an explicit mask (prompt padding, causality
+  and, where configured, the sliding window), GQA by folding the query heads of a key/value head together;
+- one decode step (embed -> layers -> norm -> head); on CUDA it is captured as a CUDA graph per batch-size bucket
+  (powers of two) with static input/output buffers, and finished rows are compacted into a smaller bucket.
+  Sampling (temperature, top-k/top-p, min-new-tokens) runs on the device after the step, drawing tokens by the
+  exponential race (argmax p_i / E_i with E_i ~ Exp(1), which picks i with probability p_i) so a group's noise
+  comes from its own generator, whatever else shares the batch.
+
+The same code runs eagerly on a CPU. Llama, Qwen2, Qwen3 and Mistral decoders are covered; any other model (or a
+sharded one) falls back to the `hf` engine with a one-line message.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+
+from rlvr.rollout.base import ENGINES, Completion, SamplingParams
+from rlvr.rollout.hf import HFRolloutEngine, eos_ids, filter_logits
+
+FAMILIES = ("llama", "qwen2", "qwen3", "mistral")
+# RoPE variants whose frequencies depend on the sequence length seen so far (transformers' dynamic_rope_update):
+# a table computed once would differ from the model's own forward.
+LENGTH_DEPENDENT_ROPE = ("dynamic", "longrope")
+COLUMN_MULTIPLE_CUDA = 64  # cache columns are rounded up on CUDA so varying prompt lengths reuse captured graphs
+
+
+def causal_lm(model: torch.nn.Module) -> torch.nn.Module:
+    """The transformers causal LM inside a peft wrapper (its LoRA layers still apply their adapters), or `model`."""
+    get_base = getattr(model, "peft_config", None) is not None and getattr(model, "get_base_model", None)
+    return get_base() if get_base else model
+
+
+def unsupported_reason(model: torch.nn.Module) -> str | None:
+    """Why the static engine cannot run `model` (None when it can)."""
+    lm = causal_lm(model)
+    config = getattr(lm, "config", None)
+    family = getattr(config, "model_type", None)
+    if family not in FAMILIES:
+        return f"does not cover model type '{family}' (covered: {', '.join(FAMILIES)})"
+    from torch.distributed.fsdp import FSDPModule
+
+    if any(isinstance(m, FSDPModule) for m in model.modules()):
+        return "does not run on FSDP2-sharded parameters"
+    rope = getattr(getattr(lm.model, "rotary_emb", None), "rope_type", "default")
+    if rope in LENGTH_DEPENDENT_ROPE:
+        return f"does not cover length-dependent RoPE scaling '{rope}'"
+    return None
+
+
+def bucket_size(count: int, capacity: int, static_shapes: bool) -> int:
+    """Rows a step runs with for `count` live rows: the next power of two (at most `capacity`) when steps are
+    captured graphs (few captures), exactly `count` when eager."""
+    if not static_shapes:
+        return count
+    return min(capacity, 1 << max(0, count - 1).bit_length())
+
+
+class KVCache:
+    """Per-layer key and value buffers [rows, kv_heads, columns, head_dim], with each stored key's state: `valid`
+    (a real token is there) and `position` (its RoPE position, for sliding windows)."""
+
+    def __init__(self, layers: int, rows: int, columns: int, kv_heads: int, head_dim: int, dtype: torch.dtype,
+                 device: torch.device):
+        shape = (rows, kv_heads, columns, head_dim)
+        self.k = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(layers)]
+        self.v = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(layers)]
+        self.valid = torch.zeros((rows, columns), dtype=torch.bool, device=device)
+        self.position = torch.zeros((rows, columns), dtype=torch.long, device=device)
+        self.rows, self.columns = rows, columns
+
+    def keep_rows(self, index: torch.Tensor) -> None:
+        """Move rows `index` to the front (compaction): row j becomes old row index[j]."""
+        m = len(index)
+        for buffers in (self.k, self.v):
+            for buf in buffers:
+                buf[:m] = buf.index_select(0, index)
+        self.valid[:m] = self.valid.index_select(0, index)
+        self.position[:m] = self.position.index_select(0, index)
+
+
+class StaticCacheEngine:
+    """Static KV cache and one decode step over the policy's own modules; CUDA graphs on GPU, eager on CPU."""
+
+    def __init__(self, model, tokenizer, batch_size: int = 256):
+        self.model, self.tokenizer, self.batch_size = model, tokenizer, batch_size
+        self.all_finished: Callable[[bool], bool] = bool  # the hf engine's hook; unused without FSDP2
+        self.lm = causal_lm(model)
+        self.config = self.lm.config
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        self.eos = torch.tensor(eos_ids(self.lm, tokenizer))
+        first = self.lm.model.layers[0].self_attn
+        self.head_dim = first.head_dim
+        self.kv_heads = getattr(self.config, "num_key_value_heads", None) or self.config.num_attention_heads
+        self.groups = self.config.num_attention_heads // self.kv_heads  # query heads per key/value head (GQA)
+        self.windows = [self._window(layer.self_attn) for layer in self.lm.model.layers]
+        self.rope = sys.modules[type(first).__module__].apply_rotary_pos_emb  # the family's own rotate-half RoPE
+        self.cache: KVCache | None = None
+        self.graphs: dict[tuple[int, int], torch.cuda.CUDAGraph] = {}
+        self.graph_pool = None
+        self.weights_at: tuple[int, ...] = ()
+        self.capture_s = 0.0  # one-time cost: seconds spent capturing graphs (warm-up and compilation included)
+        # compile_layers(): torch.compile one decoder layer's step (fusing the elementwise work between the matmuls);
+        # every layer reuses the compiled code (regional compilation), captured into the graphs like the rest.
+        self.compiled_layer: Callable[..., torch.Tensor] | None = None
+        # Steps run at power-of-two batch sizes over all cache columns (the shapes graphs are captured for); on a
+        # CPU, exactly the live rows and the columns in use. Tests turn it on on a CPU to run the CUDA layout.
+        self.static_shapes = self.uses_graphs
+
+    def _window(self, attn) -> int | None:
+        """The layer's sliding window (Qwen2/Qwen3 per layer type, Mistral for every layer), or None."""
+        if hasattr(attn, "sliding_window"):
+            return attn.sliding_window
+        return getattr(self.config, "sliding_window", None)
+
+    # ------------------------------------------------------------------ buffers
+
+    @property
+    def device(self) -> torch.device:
+        return self.lm.model.embed_tokens.weight.device
+
+    @property
+    def uses_graphs(self) -> bool:
+        return self.device.type == "cuda"
+
+    def _prepare(self, rows: int, columns: int) -> None:
+        """A cache with at least `rows` x `columns` (grown, never shrunk), RoPE tables and static step buffers."""
+        dtype, device = self.lm.model.embed_tokens.weight.dtype, self.device
+        if self.static_shapes:
+            columns = -(-columns // COLUMN_MULTIPLE_CUDA) * COLUMN_MULTIPLE_CUDA
+        c = self.cache
+        if c is not None and c.rows >= rows and c.columns >= columns and c.k[0].dtype == dtype and \
+                c.k[0].device == device:
+            return
+        if c is not None:
+            rows, columns = max(rows, c.rows), max(columns, c.columns)
+        self.graphs, self.cache = {}, None  # free the old buffers (and the graphs reading them) first
+        self.cache = KVCache(len(self.lm.model.layers), rows, columns, self.kv_heads, self.head_dim, dtype, device)
+        probe = torch.zeros((), dtype=dtype, device=device)
+        cos, sin = self.lm.model.rotary_emb(probe, torch.arange(columns, device=device)[None])
+        self.cos, self.sin = cos[0], sin[0]
+        self.tokens = torch.zeros(rows, dtype=torch.long, device=device)
+        self.positions = torch.zeros(rows, dtype=torch.long, device=device)
+        self.column = torch.zeros(1, dtype=torch.long, device=device)
+        self.logits = torch.zeros((rows, self.config.vocab_size), dtype=dtype, device=device)
+
+    # ------------------------------------------------------------------ the model
+
+    def _forward(self, ids: torch.Tensor, positions: torch.Tensor, columns: torch.Tensor, width: int,
+                 decoding: bool = False) -> torch.Tensor:
+        """Logits of the last of `ids` [b, q] at RoPE `positions` [b, q], their keys/values written into cache
+        columns `columns` [q]; attention over the first `width` cache columns. Decoding steps run the compiled
+        layer when there is one (prefills, of varying shapes, never do)."""
+        b, q = ids.shape
+        inner, c = self.lm.model, self.cache
+        h = inner.embed_tokens(ids)
+        cos, sin = self.cos[positions], self.sin[positions]
+        key_columns = torch.arange(width, device=ids.device)
+        allowed = c.valid[:b, None, None, :width] & (key_columns <= columns[:, None])  # [b, 1, q, width]
+        allowed |= key_columns == columns[:, None]  # a query always sees itself (no empty rows at padding)
+        masks: dict[int | None, torch.Tensor] = {None: allowed}
+        for window in set(self.windows) - {None}:
+            recent = c.position[:b, None, None, :width] > positions[:, None, :, None] - window
+            masks[window] = allowed & recent
+        layer_step = self.compiled_layer if decoding and self.compiled_layer is not None else self._layer_step
+        for i, layer in enumerate(inner.layers):
+            h = layer_step(layer, h, cos, sin, masks[self.windows[i]], c.k[i][:b, :, :width], c.v[i][:b, :, :width],
+                           columns)
+        return self.lm.lm_head(inner.norm(h[:, -1]))
+
+    def _layer_step(self, layer: torch.nn.Module, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                    mask: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, columns: torch.Tensor
+                    ) -> torch.Tensor:
+        """One decoder layer over `h` [b, q, hidden], its keys/values written into the cache views at `columns`."""
+        b, q = h.shape[:2]
+        attn = layer.self_attn
+        x = layer.input_layernorm(h)
+        shape = (b, q, -1, self.head_dim)
+        queries, keys, values = attn.q_proj(x).view(shape), attn.k_proj(x).view(shape), attn.v_proj(x).view(shape)
+        if hasattr(attn, "q_norm"):  # Qwen3: RMSNorm over each head's dimension
+            queries, keys = attn.q_norm(queries), attn.k_norm(keys)
+        queries, keys = self.rope(queries.transpose(1, 2), keys.transpose(1, 2), cos, sin)
+        k_cache.index_copy_(2, columns, keys)
+        v_cache.index_copy_(2, columns, values.transpose(1, 2))
+        out = self._attention(queries, k_cache, v_cache, mask, attn.scaling)
+        h = h + attn.o_proj(out.transpose(1, 2).reshape(b, q, -1))
+        return h + layer.mlp(layer.post_attention_layernorm(h))
+
+    def _attention(self, queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor,
+                   scale: float) -> torch.Tensor:
+        """SDPA with GQA. One query per row (decoding): the query heads sharing a key/value head become that head's
+        queries, so no key/value is repeated and a fused kernel with a mask applies."""
+        b, heads, q, d = queries.shape
+        if self.groups == 1:
+            return F.scaled_dot_product_attention(queries, keys, values, attn_mask=mask, scale=scale)
+        if q == 1:
+            packed = queries.reshape(b, self.kv_heads, self.groups, d)
+            out = F.scaled_dot_product_attention(packed, keys, values, attn_mask=mask, scale=scale)
+            return out.reshape(b, heads, 1, d)  # fused kernels may return a transposed layout
+        return F.scaled_dot_product_attention(queries, keys, values, attn_mask=mask, scale=scale, enable_gqa=True)
+
+    def _decode_step(self, b: int, width: int) -> None:
+        """The step a graph captures: the static `tokens`/`positions`/`column` in, `logits` out."""
+        c = self.cache
+        c.valid[:b].index_fill_(1, self.column, True)
+        c.position[:b].index_copy_(1, self.column, self.positions[:b, None])
+        self.logits[:b] = self._forward(self.tokens[:b, None], self.positions[:b, None], self.column, width,
+                                        decoding=True)
+
+    def compile_layers(self) -> None:
+        """Run decoder layers through torch.compile from the next step on (off by default; the first step of each
+        new shape compiles, counted in capture_s on CUDA)."""
+        self.compiled_layer = torch.compile(self._layer_step, dynamic=False)
+        self.graphs = {}
+
+    def _run_step(self, b: int, width: int) -> None:
+        if not self.uses_graphs:
+            self._decode_step(b, width)
+            return
+        graph = self.graphs.get((b, width))
+        if graph is None:
+            t0 = time.perf_counter()
+            step = self._decode_step
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):  # warm-up outside capture; rewrites this step's own keys, so harmless
+                for _ in range(2):  # (lazy initialisation, compilation)
+                    step(b, width)
+            torch.cuda.current_stream().wait_stream(side)
+            self.graph_pool = self.graph_pool or torch.cuda.graph_pool_handle()
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, pool=self.graph_pool):
+                step(b, width)
+            self.graphs[(b, width)] = graph
+            torch.cuda.synchronize()
+            self.capture_s += time.perf_counter() - t0
+        graph.replay()
+
+    def _check_weights(self) -> None:
+        """Graphs read parameters by address: an update in place is seen, but a replaced tensor (load_state_dict
+        with assign, .to()) needs a recapture."""
+        at = tuple(p.data_ptr() for p in self.lm.parameters())
+        if at != self.weights_at:
+            self.graphs, self.weights_at = {}, at
+
+    # ------------------------------------------------------------------ generation
+
+    def generate(self, prompts: list[list[int]], params: SamplingParams,
+                 generators: list[torch.Generator] | None = None) -> list[list[Completion]]:
+        per_batch = max(1, self.batch_size // params.n)
+        out: list[list[Completion]] = []
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            self._check_weights()
+            for i in range(0, len(prompts), per_batch):
+                flat = self._generate_batch(prompts[i : i + per_batch], params,
+                                            generators[i : i + per_batch] if generators is not None else None)
+                out.extend(flat[j : j + params.n] for j in range(0, len(flat), params.n))
+        finally:
+            self.model.train(was_training)
+        return out
+
+    def _prefill(self, prompts: list[list[int]], n: int, width: int) -> tuple[int, torch.Tensor]:
+        """Fill the cache with the prompts (left-padded to a common length P) and copy each prompt's cache to the
+        rows of its n samples; returns P and the prompts' last logits, one row per sample."""
+        device, c = self.device, self.cache
+        g, p = len(prompts), max(len(x) for x in prompts)
+        ids = torch.full((g, p), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((g, p), dtype=torch.bool)
+        for row, x in enumerate(prompts):
+            ids[row, p - len(x) :] = torch.tensor(x)
+            mask[row, p - len(x) :] = True
+        ids, mask = ids.to(device), mask.to(device)
+        positions = (mask.long().cumsum(-1) - 1).clamp(min=0)
+        c.valid.zero_()
+        c.valid[:g, :p] = mask
+        c.position[:g, :p] = positions
+        logits = self._forward(ids, positions, torch.arange(p, device=device), width)
+        rows = g * n
+        if n > 1:
+            for buffers in (c.k, c.v):
+                for buf in buffers:
+                    buf[:rows, :, :p] = buf[:g, :, :p].repeat_interleave(n, 0)
+            c.valid[:rows, :p] = mask.repeat_interleave(n, 0)
+            c.position[:rows, :p] = positions.repeat_interleave(n, 0)
+        self.positions[:rows] = positions[:, -1].repeat_interleave(n)
+        return p, logits.repeat_interleave(n, 0)
+
+    @torch.no_grad()
+    def _generate_batch(self, prompts: list[list[int]], params: SamplingParams,
+                        generators: list[torch.Generator] | None) -> list[Completion]:
+        device, n, steps = self.device, params.n, params.max_new_tokens
+        rows = len(prompts) * n
+        self._prepare(bucket_size(rows, sys.maxsize, self.static_shapes), max(len(x) for x in prompts) + steps)
+        width = self.cache.columns if self.static_shapes else max(len(x) for x in prompts) + steps
+        p, logits = self._prefill(prompts, n, width)
+        eos = self.eos.to(device)
+        # Outputs per sample row, plus one spare row (index `rows`) that padding slots write into.
+        tokens = torch.full((rows + 1, steps), self.pad_id, dtype=torch.long, device=device)
+        logps = torch.zeros((rows + 1, steps), device=device)
+        entropies = torch.zeros((rows + 1, steps), device=device) if params.return_entropy else None
+        lengths = torch.full((rows + 1,), steps, dtype=torch.long, device=device)
+        done_rows = torch.zeros(rows + 1, dtype=torch.bool, device=device)
+        b = bucket_size(rows, self.cache.rows, self.static_shapes)
+        slot_rows = torch.full((b,), rows, dtype=torch.long, device=device)  # which sample each batch slot holds
+        slot_rows[:rows] = torch.arange(rows, device=device)
+        finished = slot_rows == rows
+        self.logits[:rows] = logits
+        noise = torch.ones((rows + 1, logits.shape[-1]), device=device) if generators is not None else None
+        for step in range(steps):
+            logits = self.logits[:b]
+            if noise is not None:  # each group draws its own noise, every step, whatever else is in the batch
+                for g, generator in enumerate(generators):
+                    noise[g * n : (g + 1) * n].exponential_(generator=generator)
+            tok, logp, entropy = self._sample(logits, step, params, eos, None if noise is None else noise[slot_rows])
+            tok = torch.where(finished, self.pad_id, tok)
+            tokens[slot_rows, step], logps[slot_rows, step] = tok, logp
+            if entropies is not None:
+                entropies[slot_rows, step] = entropy
+            done = finished | torch.isin(tok, eos)
+            if params.stop:
+                done |= self._stop_reached(tokens[slot_rows, max(0, step - 64) : step + 1], finished, params.stop)
+            lengths[slot_rows] = torch.where(done & ~finished, step + 1, lengths[slot_rows])
+            done_rows[slot_rows] = done
+            finished = done
+            live = (~finished).nonzero().flatten()
+            if self.all_finished(len(live) == 0) or step == steps - 1:
+                break
+            smaller = bucket_size(len(live), self.cache.rows, self.static_shapes)
+            if smaller <= b // 2:  # compaction: the live rows move to the front of a smaller bucket
+                keep = torch.cat([live, live[:1].expand(smaller - len(live))])
+                self.cache.keep_rows(keep)
+                self.positions[:smaller] = self.positions[keep]
+                slot_rows = torch.cat([slot_rows[live], slot_rows.new_full((smaller - len(live),), rows)])
+                tok, finished, b = tok[keep], slot_rows == rows, smaller
+            self.tokens[:b] = tok
+            self.positions[:b] += 1
+            self.column.fill_(p + step)
+            self._run_step(b, width)
+        return self._completions(tokens[:rows], logps[:rows], entropies, lengths[:rows], done_rows[:rows])
+
+    def _sample(self, logits: torch.Tensor, step: int, params: SamplingParams, eos: torch.Tensor,
+                noise: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """Next tokens, their logprobs under log_softmax(logits / T) (before top-k/top-p and min-new-tokens), and
+        the entropy of that distribution when asked."""
+        scaled = logits.float() / params.temperature
+        logp_all = torch.log_softmax(scaled, dim=-1)
+        sample_from = scaled
+        if step < params.min_new_tokens:  # a sampling constraint, like top-k: not in the logprobs
+            sample_from = scaled.index_fill(-1, eos, float("-inf"))
+        if params.greedy:
+            tok = sample_from.argmax(-1)
+        else:
+            probs = filter_logits(sample_from, params.top_k, params.top_p).softmax(-1)
+            if noise is None:
+                noise = torch.empty_like(probs).exponential_()
+            tok = (probs / noise).argmax(-1)  # exponential race: P(i) = p_i
+        logp = logp_all.gather(-1, tok[:, None]).squeeze(-1)
+        entropy = -(logp_all.exp() * logp_all).sum(-1) if params.return_entropy else None
+        return tok, logp, entropy
+
+    def _stop_reached(self, recent: torch.Tensor, finished: torch.Tensor, stops: list[str]) -> torch.Tensor:
+        """Slots (not yet finished) whose recent text contains a stop string."""
+        window = max(len(s) for s in stops) + 4  # every token is at least one character; a little slack
+        recent = recent[:, -window:].tolist()
+        hit = torch.zeros_like(finished)
+        for slot in (~finished).nonzero().flatten().tolist():
+            text = self.tokenizer.decode(recent[slot], skip_special_tokens=True)
+            hit[slot] = any(s in text for s in stops)
+        return hit
+
+    def _completions(self, tokens, logps, entropies, lengths, done) -> list[Completion]:
+        tokens, logps = tokens.tolist(), logps.tolist()
+        entropies = entropies[: len(tokens)].tolist() if entropies is not None else [[] for _ in tokens]
+        out = []
+        for row, (length, finished) in enumerate(zip(lengths.tolist(), done.tolist())):
+            toks = tokens[row][:length]
+            out.append(Completion(token_ids=toks, text=self.tokenizer.decode(toks, skip_special_tokens=True),
+                                  logprobs=logps[row][:length], truncated=not finished,
+                                  entropies=entropies[row][:length]))
+        return out
+
+
+@ENGINES.register("static")
+def static_engine(model, tokenizer, batch_size: int = 256):
+    """Static KV cache over the policy's own modules (Llama, Qwen2, Qwen3, Mistral); CUDA graphs on GPU, eager on
+    CPU. Other models fall back to hf with a message."""
+    reason = unsupported_reason(model)
+    if reason is not None:
+        print(f"note: rollout.engine=static {reason}; generating with the hf engine instead", file=sys.stderr)
+        return HFRolloutEngine(model, tokenizer, batch_size)
+    return StaticCacheEngine(model, tokenizer, batch_size)
