@@ -130,6 +130,55 @@ class RolloutConfig(Section):
     )
 
 
+class RolloutCorrectionConfig(Section):
+    """Correction for the gap between the rollout policy's and the trainer's token probabilities (stale weights,
+    different numerics); formulas and presets in docs/async.md. `algorithm.rollout_correction=tis` is short for
+    `{preset: tis}`; a preset fills every key not set explicitly."""
+
+    preset: str | None = Field(None, description="none, tis, seq_tis, icepop, geo_mask, seq_mask_tis.")
+    weight: Literal["none", "token", "sequence", "geometric"] = Field(
+        "none", description="Importance weight pi_train/pi_rollout per token, per sequence (product) or geometric "
+        "mean per sequence, truncated at weight_cap, multiplying the per-token policy loss.")
+    weight_cap: float = Field(2.0, gt=0, description="Truncation C of the importance weight (TIS: 2).")
+    mask: Literal["none", "token", "sequence", "geometric"] = Field(
+        "none", description="Drop tokens (or whole sequences) whose weight at this level is outside "
+        "[mask_low, mask_high] (IcePop: token, [0.5, 5]).")
+    mask_low: float = Field(0.5, ge=0)
+    mask_high: float = Field(2.0, gt=0)
+    loss: Literal["decoupled", "bypass"] = Field(
+        "decoupled", description="decoupled: the PPO ratio is taken against the weights at the start of the update "
+        "(proximal policy) and the correction weighs proximal vs rollout; bypass: the rollout logprobs are the old "
+        "logprobs of the ratio (no proximal policy) and the correction weighs the current policy vs rollout.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_preset(cls, data: Any) -> Any:
+        if isinstance(data, str):
+            data = {"preset": data}
+        if not isinstance(data, dict) or data.get("preset") is None:
+            return data
+        from dataclasses import asdict
+
+        from rlvr.algorithms.correction import CORRECTION_PRESETS
+
+        name = data["preset"]
+        if name not in CORRECTION_PRESETS:
+            raise ValueError(f"unknown rollout correction preset '{name}'.{did_you_mean(str(name), CORRECTION_PRESETS)}"
+                             f" Available: {', '.join(CORRECTION_PRESETS)}")
+        return {**asdict(CORRECTION_PRESETS[name]), **data}
+
+    @model_validator(mode="after")
+    def _bounds_ordered(self) -> RolloutCorrectionConfig:
+        if self.mask != "none" and self.mask_low > self.mask_high:
+            raise ValueError(f"mask_low={self.mask_low} must not exceed mask_high={self.mask_high}")
+        return self
+
+    def spec(self):
+        from rlvr.algorithms.correction import CorrectionSpec
+
+        return CorrectionSpec(self.weight, self.weight_cap, self.mask, self.mask_low, self.mask_high)
+
+
 class AlgorithmConfig(Section):
     """Advantage estimator, policy loss, aggregation and KL (formulas: docs/algorithms.md)."""
 
@@ -173,6 +222,9 @@ class AlgorithmConfig(Section):
     )
     kl_horizon: int = Field(10000, gt=0, description="Adaptive KL controller horizon, in samples.")
     entropy_coef: float = Field(0.0, ge=0)
+    rollout_correction: RolloutCorrectionConfig = Field(
+        default_factory=RolloutCorrectionConfig, description="Importance weights / masks between the rollout and "
+        "the trainer's probabilities (tis, icepop, seq_mask_tis, ...), and the decoupled or bypass loss.")
 
     @model_validator(mode="before")
     @classmethod
