@@ -38,7 +38,7 @@ from rlvr.checkpoint import (
     set_rng_state,
     write_dir_atomically,
 )
-from rlvr.collect import Group, StepCollector
+from rlvr.collect import Group, make_collector
 from rlvr.config import RunConfig, dump_config
 from rlvr.curriculum import CurriculumStats, GroupOutcome, make_filter, make_sampler, prompt_key
 from rlvr.distributed import (
@@ -167,10 +167,13 @@ class Trainer:
         self.filter = make_filter(d.filter.name, d.filter.args)
         self.pool = make_reward_pool(cfg.rewards, cfg.cluster)
         self.composer = RewardComposer(cfg.rewards.functions, self.pool)
-        self.collector = StepCollector(
-            self.engine, self.encode, self.tasks, self.sampler, self.filter, self.stats, self.composer, self.params,
+        self.collector = make_collector(
+            r.max_staleness, engine=self.engine, encode=self.encode, tasks=self.tasks, sampler=self.sampler,
+            group_filter=self.filter, stats=self.stats, composer=self.composer, params=self.params,
             prompts_per_step=d.prompts_per_step, max_rounds=d.max_sampling_rounds, seed=cfg.seed,
-            seed_per_group=self.seed_per_group, device=lambda: next(self.model.parameters()).device)
+            seed_per_group=self.seed_per_group, device=lambda: next(self.model.parameters()).device,
+            model=self.model, tokenizer=self.tokenizer, engine_name=r.engine, batch_size=r.batch_size,
+            num_workers=r.num_workers)
         self.advantage_history: dict = {}
         self.nonfinite = NonFiniteStreak(o.max_nonfinite_steps)
         self.step = 0
@@ -474,6 +477,7 @@ class Trainer:
                     self.save()
         finally:
             logger.close()
+            self.collector.close()
             self.pool.close()
         return metrics
 

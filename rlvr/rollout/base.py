@@ -11,6 +11,7 @@ top-k/top-p act as sampling heuristics that the importance ratio does not see (a
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -57,6 +58,20 @@ def group_generator(device: torch.device, *key: object) -> torch.Generator:
     same random stream in every process."""
     digest = hashlib.blake2b("-".join(map(str, key)).encode(), digest_size=8).digest()
     return torch.Generator(device).manual_seed(int.from_bytes(digest, "little") >> 1)
+
+
+def generate_batches(engine: RolloutEngine, prompts: list[list[int]], params: SamplingParams,
+                     generators: list[torch.Generator] | None = None) -> Iterator[list[list[Completion]]]:
+    """The groups of `prompts` one engine batch (`engine.batch_size` sequences, whole groups) at a time, so a
+    batch can be scored while the next one is generated. The same samples as one `generate` call, which draws
+    batch after batch in the same order; an engine may offer its own `generate_batches`."""
+    if hasattr(engine, "generate_batches"):
+        yield from engine.generate_batches(prompts, params, generators)
+        return
+    per_batch = max(1, getattr(engine, "batch_size", len(prompts) * params.n) // params.n)
+    for i in range(0, len(prompts), per_batch):
+        yield engine.generate(prompts[i : i + per_batch], params,
+                              generators[i : i + per_batch] if generators is not None else None)
 
 
 def make_engine(name: str, model, tokenizer, batch_size: int) -> RolloutEngine:
