@@ -4,6 +4,7 @@ the synchronous loop with scoring overlapped with generation."""
 import json
 import os
 import signal
+from dataclasses import replace
 
 import pytest
 import torch
@@ -85,6 +86,16 @@ def test_broadcast_gives_workers_bit_identical_weights(fast_config, length_rewar
             assert version == trainer.step
             assert weights.keys() == expected.keys()
             assert all(torch.equal(weights[k], expected[k]) for k in expected)
+        # A group too old for the next step is dropped and its prompt generated again, never trained.
+        collector, step = trainer.collector, trainer.step + 1
+        fresh = collector._next_group(step)
+        stale = replace(fresh, version=step - 3)
+        dropped = collector.counts["dropped_stale"]
+        with collector.lock:
+            collector.ready.append(stale)
+        picked = collector._next_group(step)
+        assert picked is not stale and step - 1 - picked.version <= 1
+        assert collector.counts["dropped_stale"] > dropped and stale not in collector.ready
     finally:
         trainer.collector.close()
         trainer.pool.close()

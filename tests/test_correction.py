@@ -143,11 +143,13 @@ def _trainer_logprobs(model, batch):
     return logp.float()
 
 
-def _gradient(model, batch, spec=CorrectionSpec(), loss="ppo_clip"):
+def _gradient(model, batch, spec=CorrectionSpec(), loss="ppo_clip", bypass=False):
     a = AlgorithmConfig(loss_aggregation="seq-mean-token-sum")  # normaliser = sequences: masks do not move it
+    if bypass:
+        batch = RolloutBatch(**{**batch.__dict__, "old_logprobs": batch.rollout_logprobs})
     setup = LossSetup(algorithm=a, policy_loss=POLICY_LOSSES.get(loss), kl_estimator=KL_ESTIMATORS.get("k3"),
-                      kl_coef=0.0, temperature=1.0, norm_constant=8, micro_batch_size=5, on_policy=True,
-                      correction=spec)
+                      kl_coef=0.0, temperature=1.0, norm_constant=8, micro_batch_size=5, on_policy=not bypass,
+                      correction=spec, bypass=bypass)
     model.zero_grad(set_to_none=True)
     accumulate_gradients(model, batch, setup)
     return torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None]).clone()
@@ -190,3 +192,22 @@ def test_masked_tokens_get_no_gradient_and_tis_reweights_it(mismatched):
     matched = batches[1.0]
     for spec in (icepop, tis):
         assert torch.allclose(_gradient(model, matched, spec), _gradient(model, matched), atol=1e-5)
+
+
+def test_bypass_takes_the_ratio_against_the_rollout_policy(mismatched):
+    """Bypass: the PPO ratio is pi_theta / pi_rollout. A matched sampler gives the on-policy gradient; a mismatched
+    one is clipped where the ratio leaves [1 - eps, 1 + eps], so the gradient changes."""
+    model, batches = mismatched
+    assert torch.allclose(_gradient(model, batches[1.0], bypass=True), _gradient(model, batches[1.0]), atol=1e-5)
+    assert not torch.allclose(_gradient(model, batches[1.6], bypass=True), _gradient(model, batches[1.6]), atol=1e-4)
+
+
+def test_trainer_logs_the_correction(fast_config):
+    from rlvr.trainer import Trainer
+
+    cfg = build_config(fast_config(steps=2, algorithm={"rollout_correction": {"preset": "icepop", "loss": "bypass"}}))
+    trainer = Trainer(cfg)
+    metrics = trainer.fit()
+    for key in ("rollout_corr/masked_frac", "rollout_corr/kl_k3", "rollout_corr/ratio_p95", "rollout_corr/ratio_max"):
+        assert math.isfinite(metrics[key]), key
+    assert metrics["rollout_corr/masked_frac"] == 0.0  # same engine, same temperature: nothing to mask
