@@ -42,7 +42,7 @@ def test_overlapped_scoring_keeps_the_synchronous_loop_exact(fast_config, tmp_pa
 
 
 @pytest.mark.parametrize("k", [1, 2])
-def test_no_trained_sample_is_older_than_max_staleness(fast_config, k):
+def test_no_trained_sample_is_older_than_max_staleness(fast_config, k, capsys):
     cfg = build_config(fast_config(steps=5, rollout={"max_staleness": k, "batch_size": 4},
                                    algorithm={"rollout_correction": "tis"}))
     trainer = Trainer(cfg)
@@ -65,6 +65,11 @@ def test_no_trained_sample_is_older_than_max_staleness(fast_config, k):
     rows = _rows(trainer.out)
     assert [r["policy/staleness_max"] for r in rows] == [max(step - 1 - v for v in vs) for step, vs in seen]
     assert all("rollout_corr/weight" in r and "rollout_corr/ratio_p50" in r for r in rows)
+    if k == 1:  # a resume restarts the pipeline from the checkpoint's weights, and says so
+        resumed = Trainer(build_config({**cfg.model_dump(mode="json"), "steps": 6}), resume="auto")
+        resumed.fit()
+        assert "restarts from the checkpoint's weights" in capsys.readouterr().err
+        assert _rows(trainer.out)[-1]["step"] == 6 and _rows(trainer.out)[-1]["policy/staleness_max"] == 0
 
 
 def test_broadcast_gives_workers_bit_identical_weights(fast_config, length_reward):

@@ -143,10 +143,14 @@ def serve(conn: Connection) -> None:
             send(conn, ("weights", version, {name: t.clone() for name, t in model.state_dict().items()}))
 
 
+MAX_JOB_ATTEMPTS = 3  # a job whose worker died this many times stops the run (a deterministic crash, not bad luck)
+
+
 @dataclass
 class Job:
     id: int
     prompts: list[tuple[int, Any, list[int]]]  # (task index, problem, prompt ids) per group
+    attempts: int = 1
 
 
 @dataclass
@@ -263,6 +267,11 @@ class AsyncCollector:
         self.workers[worker.index] = fresh
         self.counts["worker_restarts"] += 1
         for job in worker.outstanding.values():
+            job.attempts += 1
+            if job.attempts > MAX_JOB_ATTEMPTS:
+                self.error = RlvrError(f"rollout workers died {MAX_JOB_ATTEMPTS} times while generating job {job.id}; "
+                                       "the workers' error output is above.")
+                self.lock.notify_all()
             self.counts["regenerated_groups"] += len(job.prompts)
             self._dispatch(job, fresh)
 
