@@ -172,9 +172,12 @@ class AsyncCollector:
     """`collect(step)` over rollout worker processes, with at most `max_staleness` steps between the weights that
     generated a trained group and the weights that train on it (module docstring)."""
 
-    def __init__(self, engine, encode, tasks, sampler, group_filter, stats, composer, params, *, prompts_per_step: int,
+    def __init__(self, *, encode, tasks, sampler, group_filter, stats, composer, params, prompts_per_step: int,
                  max_rounds: int, seed: int, max_staleness: int, model, tokenizer, engine_name: str, batch_size: int,
-                 num_workers: int, **_sync_only):
+                 num_workers: int, **_in_process_only):
+        """The StepCollector's arguments (the in-process engine, per-group seeding flags and device are not used:
+        workers build their own engine and seed each group by job) plus the policy, tokenizer, engine name and
+        batch size the workers are built from."""
         from rlvr.lora import is_lora
 
         if world_size() > 1:
@@ -202,6 +205,7 @@ class AsyncCollector:
         self.error: BaseException | None = None
         self.closed = False
         self.last_collected: float | None = None
+        self.answers: Future | None = None  # a pending worker_weights() request
         self.workers = [self._start_worker(i, 0) for i in range(num_workers)]
         self.intake = threading.Thread(target=self._intake_loop, name="rlvr-rollout-intake", daemon=True)
         self.intake.start()
@@ -247,7 +251,10 @@ class AsyncCollector:
             worker.outbox.popleft()
 
     def _send_version(self, worker: _Worker, version: int, flats: list[torch.Tensor]) -> None:
-        send(worker.conn, ("weights", version))
+        try:
+            send(worker.conn, ("weights", version))
+        except OSError:
+            return  # a dead worker: its replacement starts from the published weights
         worker.outbox.append(flats)
         worker.wake.set()
 
