@@ -11,7 +11,9 @@ Two workloads:
 
 Asynchronous runs use --workers rollout worker processes and TIS correction (algorithm.rollout_correction=tis);
 everything else is the synchronous recipe. The figures are only as quiet as the machine: we print the load average
-before and after each run.
+before and after each run, and the CPU time used per trained sample (trainer, rollout and reward workers): on a
+machine shared with other jobs, a run with more processes gets a larger share of the cores, so a wall-time gain
+with equal CPU per sample is partly that share.
 
 Run:  .venv/bin/python benchmarks/async.py                       (quickstart 60 steps + code 12 steps)
       .venv/bin/python benchmarks/async.py --steps 30 --code-steps 6 --modes 0,1
@@ -22,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import time
 from pathlib import Path
@@ -47,17 +50,24 @@ def write_code_problems(path: Path, count: int = 64) -> None:
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
 
 
-def train(recipe, overrides: list[str]) -> tuple[list[dict], float]:
+def cpu_seconds() -> float:
+    """CPU time of this process and of its children that have exited (rollout and reward workers, once closed)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def train(recipe, overrides: list[str]) -> tuple[list[dict], float, float]:
+    """(metrics rows, wall seconds, CPU seconds) of one run, from the first step to the workers' exit."""
     from rlvr.trainer import Trainer
 
     cfg = load_config(recipe, overrides)
     shutil.rmtree(cfg.tracking.output_dir, ignore_errors=True)
     trainer = Trainer(cfg)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), cpu_seconds()
     trainer.fit()
-    wall = time.perf_counter() - start
+    wall, cpu = time.perf_counter() - start, cpu_seconds() - cpu
     rows = [json.loads(line) for line in (Path(cfg.tracking.output_dir) / "metrics.jsonl").read_text().splitlines()]
-    return rows, wall
+    return rows, wall, cpu
 
 
 def mode_overrides(k: int, workers: int) -> list[str]:
@@ -81,7 +91,7 @@ def quickstart(args, out: Path, modes: list[int]) -> dict:
     results = {}
     for k in modes:
         before = load()
-        rows, wall = train(RECIPE, [f"model.name={sft_dir}", f"tracking.output_dir={out / f'qs-k{k}'}",
+        rows, wall, cpu = train(RECIPE, [f"model.name={sft_dir}", f"tracking.output_dir={out / f'qs-k{k}'}",
                                     f"steps={args.steps}", f"eval.every_steps={args.eval_every}",
                                     "tracking.console=false", *mode_overrides(k, args.workers)])
         elapsed, curve = 0.0, []
@@ -91,7 +101,7 @@ def quickstart(args, out: Path, modes: list[int]) -> dict:
                 curve.append((r["step"], elapsed, r["eval/accuracy"]))
         samples = sum(1 for r in rows if r["step"] > 0) * 32 * 8
         results[k] = {"wall_s": wall, "samples_per_s": samples / wall, "curve": curve, "load": f"{before} -> {load()}",
-                      "staleness_mean": _mean(rows, "policy/staleness_mean")}
+                      "staleness_mean": _mean(rows, "policy/staleness_mean"), "cpu_ms_per_sample": 1e3 * cpu / samples}
         print(f"  quickstart k={k}: {wall:.0f} s, final acc {curve[-1][2]:.3f}, load {results[k]['load']}",
               flush=True)
     target = args.target if args.target is not None else results[modes[0]]["curve"][-1][2]
@@ -118,10 +128,10 @@ def code(args, out: Path, modes: list[int]) -> dict:
     results = {}
     for k in modes:
         before = load()
-        rows, wall = train(recipe, [f"tracking.output_dir={out / f'code-k{k}'}", *mode_overrides(k, args.workers)])
+        rows, wall, cpu = train(recipe, [f"tracking.output_dir={out / f'code-k{k}'}", *mode_overrides(k, args.workers)])
         samples = len(rows) * 8 * 4
         results[k] = {"wall_s": wall, "samples_per_s": samples / wall, "load": f"{before} -> {load()}",
-                      "staleness_mean": _mean(rows, "policy/staleness_mean")}
+                      "staleness_mean": _mean(rows, "policy/staleness_mean"), "cpu_ms_per_sample": 1e3 * cpu / samples}
         print(f"  code k={k}: {wall:.0f} s, load {results[k]['load']}", flush=True)
     return {"modes": results}
 
@@ -135,20 +145,21 @@ def report(qs: dict | None, cd: dict | None, modes: list[int]) -> None:
     base = modes[0]
     if qs:
         print(f"\nquickstart: target held-out accuracy {qs['target']:.3f}")
-        print(f"{'mode':<16}{'wall s':>8}{'to target s':>13}{'samples/s':>11}{'x sync':>8}{'final acc':>11}"
-              f"{'staleness':>11}")
+        print(f"{'mode':<16}{'wall s':>8}{'to target s':>13}{'samples/s':>11}{'x sync':>8}{'CPU ms/sample':>15}"
+              f"{'final acc':>11}{'staleness':>11}")
         for k, r in qs["modes"].items():
             ratio = r["samples_per_s"] / qs["modes"][base]["samples_per_s"]
             to_target = f"{r['time_to_target_s']:.0f}" if r["time_to_target_s"] is not None else "not reached"
             print(f"{'sync' if k == 0 else f'max_staleness={k}':<16}{r['wall_s']:>8.0f}{to_target:>13}"
-                  f"{r['samples_per_s']:>11.1f}{ratio:>8.2f}{r['curve'][-1][2]:>11.3f}{r['staleness_mean']:>11.2f}")
+                  f"{r['samples_per_s']:>11.1f}{ratio:>8.2f}{r['cpu_ms_per_sample']:>15.1f}{r['curve'][-1][2]:>11.3f}"
+                  f"{r['staleness_mean']:>11.2f}")
     if cd:
         print("\ncode (sandboxed stdin/stdout tests)")
-        print(f"{'mode':<16}{'wall s':>8}{'samples/s':>11}{'x sync':>8}{'staleness':>11}")
+        print(f"{'mode':<16}{'wall s':>8}{'samples/s':>11}{'x sync':>8}{'CPU ms/sample':>15}{'staleness':>11}")
         for k, r in cd["modes"].items():
             ratio = r["samples_per_s"] / cd["modes"][base]["samples_per_s"]
             print(f"{'sync' if k == 0 else f'max_staleness={k}':<16}{r['wall_s']:>8.0f}{r['samples_per_s']:>11.2f}"
-                  f"{ratio:>8.2f}{r['staleness_mean']:>11.2f}")
+                  f"{ratio:>8.2f}{r['cpu_ms_per_sample']:>15.1f}{r['staleness_mean']:>11.2f}")
 
 
 def plot(qs: dict, path: Path) -> None:

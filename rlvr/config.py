@@ -160,17 +160,24 @@ class RolloutCorrectionConfig(Section):
     def _from_preset(cls, data: Any) -> Any:
         if isinstance(data, str):
             data = {"preset": data}
-        if not isinstance(data, dict) or data.get("preset") is None:
-            return data
         from dataclasses import asdict
 
         from rlvr.algorithms.correction import CORRECTION_PRESETS
 
-        name = data["preset"]
-        if name not in CORRECTION_PRESETS:
-            raise ValueError(f"unknown rollout correction preset '{name}'.{did_you_mean(str(name), CORRECTION_PRESETS)}"
-                             f" Available: {', '.join(CORRECTION_PRESETS)}")
-        return {**asdict(CORRECTION_PRESETS[name]), **data}
+        name = data.get("preset") if isinstance(data, dict) else None
+        if isinstance(name, str) and name in CORRECTION_PRESETS:  # unknown names and wrong types: _known_preset
+            return {**asdict(CORRECTION_PRESETS[name]), **data}
+        return data
+
+    @field_validator("preset")
+    @classmethod
+    def _known_preset(cls, name: str | None) -> str | None:
+        from rlvr.algorithms.correction import CORRECTION_PRESETS
+
+        if name is not None and name not in CORRECTION_PRESETS:
+            raise ValueError(f"unknown rollout correction preset '{name}'.{did_you_mean(name, CORRECTION_PRESETS)} "
+                             f"Available: {', '.join(CORRECTION_PRESETS)}")
+        return name
 
     @model_validator(mode="after")
     def _bounds_ordered(self) -> RolloutCorrectionConfig:
