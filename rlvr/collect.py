@@ -25,6 +25,7 @@ class Group:
     prompt_ids: list[int]
     completions: list[Completion]
     scored: Scored  # this group's samples only (failure counts: those of its whole round)
+    version: int = 0  # policy version that generated it: the number of training steps its weights had taken
 
 
 @dataclass
@@ -61,16 +62,23 @@ class StepCollector:
         generators = None
         if self.seed_per_group:
             generators = [group_generator(self.device(), self.seed, step, round_index, g) for g in mine]
-        prompts, completions = self.runner.generate([(self.tasks[t], p) for t, p in drawn[mine.start : mine.stop]],
-                                                    self.params, generators)
-        samples = [(self.tasks[t], p, c.text, completion_fields(c, self.params.max_new_tokens))
-                   for (t, p), group in zip(drawn[mine.start : mine.stop], completions) for c in group]
-        parts = all_gather_objects((prompts, completions, self.composer.score(samples)))
+        # Each engine batch goes to the reward pool as soon as it is generated, scored while the next one is.
+        prompts, completions, jobs = [], [], []
+        work = [(self.tasks[t], p) for t, p in drawn[mine.start : mine.stop]]
+        for part_prompts, part in self.runner.generate_batches(work, self.params, generators):
+            first = mine.start + len(completions)
+            prompts += part_prompts
+            completions += part
+            jobs.append(self.composer.submit(
+                [(self.tasks[t], p, c.text, completion_fields(c, self.params.max_new_tokens))
+                 for (t, p), group in zip(drawn[first : first + len(part)], part) for c in group]))
+        mine_scored = Scored.concat([job.result() for job in jobs]) if jobs else self.composer.score([])
+        parts = all_gather_objects((prompts, completions, mine_scored))
         prompts = [p for part, _, _ in parts for p in part]
         completions = [g for _, part, _ in parts for g in part]
         scored = Scored.concat([s for _, _, s in parts])
         n = self.params.n
-        groups = [Group(t, p, prompts[g], completions[g], scored.select(list(range(g * n, (g + 1) * n))))
+        groups = [Group(t, p, prompts[g], completions[g], scored.select(list(range(g * n, (g + 1) * n))), step - 1)
                   for g, (t, p) in enumerate(drawn)]
         return groups, scored
 
@@ -97,4 +105,30 @@ class StepCollector:
             metrics["sampling/wasted_frac"] = 1 - len(trained) * self.params.n / len(generated.total)
             metrics["sampling/filled_frac"] = min(len(kept), self.prompts_per_step) / self.prompts_per_step
             metrics["sampling/skipped_prompts"] = skipped
+        metrics.update(staleness_metrics(step, trained))
         return CollectedStep(trained, kept + rejected, generated, metrics)
+
+    def close(self) -> None:
+        """Nothing to release: generation and scoring run in the trainer's process and its reward pool."""
+
+
+def staleness_metrics(step: int, trained: list[Group]) -> dict[str, float]:
+    """How many training steps behind the weights that train step `step` (version step - 1) each trained group's
+    generating weights were: policy/staleness_mean and policy/staleness_max (0 in the synchronous loop)."""
+    ages = [step - 1 - g.version for g in trained]
+    return {"policy/staleness_mean": sum(ages) / len(ages), "policy/staleness_max": max(ages),
+            "policy/version": step - 1}
+
+
+def make_collector(max_staleness: int, **kwargs):
+    """The synchronous `StepCollector` for max_staleness 0; the asynchronous pipeline of rollout worker processes
+    (rlvr.rollout.workers) for max_staleness > 0."""
+    if max_staleness == 0:
+        kwargs = {k: v for k, v in kwargs.items() if k not in ASYNC_ONLY}
+        return StepCollector(**kwargs)
+    from rlvr.rollout.workers import AsyncCollector
+
+    return AsyncCollector(max_staleness=max_staleness, **kwargs)
+
+
+ASYNC_ONLY = ("model", "tokenizer", "engine_name", "batch_size", "num_workers")

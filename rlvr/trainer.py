@@ -26,6 +26,7 @@ from rlvr.algorithms import (
     last_token_rewards,
     overlong_mask,
 )
+from rlvr.algorithms.correction import ratio_summary
 from rlvr.batch import RolloutBatch
 from rlvr.checkpoint import (
     best_model_info,
@@ -38,7 +39,7 @@ from rlvr.checkpoint import (
     set_rng_state,
     write_dir_atomically,
 )
-from rlvr.collect import Group, StepCollector
+from rlvr.collect import Group, make_collector
 from rlvr.config import RunConfig, dump_config
 from rlvr.curriculum import CurriculumStats, GroupOutcome, make_filter, make_sampler, prompt_key
 from rlvr.distributed import (
@@ -184,10 +185,13 @@ class Trainer:
         self.filter = make_filter(d.filter.name, d.filter.args)
         self.pool = make_reward_pool(cfg.rewards, cfg.cluster)
         self.composer = RewardComposer(cfg.rewards.functions, self.pool)
-        self.collector = StepCollector(
-            self.engine, self.encode, self.tasks, self.sampler, self.filter, self.stats, self.composer, self.params,
+        self.collector = make_collector(
+            r.max_staleness, engine=self.engine, encode=self.encode, tasks=self.tasks, sampler=self.sampler,
+            group_filter=self.filter, stats=self.stats, composer=self.composer, params=self.params,
             prompts_per_step=d.prompts_per_step, max_rounds=d.max_sampling_rounds, seed=cfg.seed,
-            seed_per_group=self.seed_per_group, device=lambda: next(self.model.parameters()).device)
+            seed_per_group=self.seed_per_group, device=lambda: next(self.model.parameters()).device,
+            model=self.model, tokenizer=self.tokenizer, engine_name=r.engine, batch_size=r.batch_size,
+            num_workers=r.num_workers)
         self.advantage_history: dict = {}
         self.nonfinite = NonFiniteStreak(o.max_nonfinite_steps)
         self.step = 0
@@ -359,27 +363,34 @@ class Trainer:
         cfg, o, a = self.cfg, self.cfg.optim, self.cfg.algorithm
         # Old logprobs are needed only when the policy moves before the last gradient of the step;
         # with one epoch and one mini-batch the update is on-policy and the ratio is exactly 1.
-        on_policy = o.ppo_epochs == 1 and o.mini_batches == 1
-        if not on_policy:
+        # In the bypass form the rollout logprobs are the old ones (rollout correction, docs/async.md).
+        bypass = a.rollout_correction.loss == "bypass"
+        on_policy = o.ppo_epochs == 1 and o.mini_batches == 1 and not bypass
+        if bypass:
+            batch.old_logprobs = batch.rollout_logprobs
+        elif not on_policy:
             batch.old_logprobs = self._logprobs(self.model, batch)
         setup = LossSetup(
             algorithm=a, policy_loss=POLICY_LOSSES.get(a.policy_loss), kl_estimator=KL_ESTIMATORS.get(a.kl_estimator),
             kl_coef=self.kl_coef if a.kl_placement == "loss" else 0.0, temperature=cfg.rollout.temperature,
             norm_constant=a.loss_norm_constant or cfg.rollout.max_new_tokens, micro_batch_size=o.micro_batch_size,
             on_policy=on_policy, before_backward=self.parallel.before_backward,
+            correction=a.rollout_correction.spec(), bypass=bypass,
         )
+        log_ratios: list[torch.Tensor] = []
         sums: dict[str, float] = defaultdict(float)
         grad_norms, skipped = [], 0
         self.model.train()
         mine = self._my_rows(batch)
         t0 = time.perf_counter()
-        for _ in range(o.ppo_epochs):
+        for epoch in range(o.ppo_epochs):
             # Mini-batches are drawn over the whole step's batch (the same on every rank); each rank trains on
             # its own rows of each.
             order = torch.randperm(len(batch)) if o.mini_batches > 1 else torch.arange(len(batch))
             for rows in order.chunk(o.mini_batches):
                 self.optimizer.zero_grad(set_to_none=True)
-                stats = accumulate_gradients(self.model, batch.select(rows[torch.isin(rows, mine)]), setup)
+                stats = accumulate_gradients(self.model, batch.select(rows[torch.isin(rows, mine)]), setup,
+                                             log_ratios if epoch == 0 else None)
                 for k, v in stats.items():
                     sums[k] += v
                 self.parallel.finish_gradients()
@@ -405,7 +416,9 @@ class Trainer:
             "perf/train_tokens_per_s": float(batch.attention_mask.sum()) * o.ppo_epochs / max(train_s, 1e-9),
             "perf/train_s": train_s,
         }
-        m.update({f"actor/{k}": v / selected for k, v in sums.items()})  # clip fractions, ppo_kl: per selected token
+        # clip fractions, ppo_kl, rollout_corr/*: per selected token
+        m.update({(k if "/" in k else f"actor/{k}"): v / selected for k, v in sums.items()})
+        m.update(ratio_summary(torch.cat([t for part in all_gather_objects(log_ratios) for t in part])))
         if self.kl_control is not None and math.isfinite(m["actor/kl_ref"]):
             self.kl_control.update(m["actor/kl_ref"], n_steps=len(batch))
         return m
@@ -503,6 +516,7 @@ class Trainer:
         finally:
             stop.restore()
             logger.close()
+            self.collector.close()
             self.pool.close()
         if is_main():
             report = self._write_report(logger)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from rlvr.algorithms import aggregate
+from rlvr.algorithms.correction import CorrectionSpec, rollout_correction
 from rlvr.batch import RolloutBatch
 from rlvr.config import AlgorithmConfig
 from rlvr.distributed import all_reduce_sum
@@ -32,11 +33,18 @@ class LossSetup:
     micro_batch_size: int
     on_policy: bool  # old logprobs = current ones (ratio exactly 1)
     before_backward: Callable[[bool], None] = lambda last: None  # told whether the mini-batch's last backward follows
+    correction: CorrectionSpec = CorrectionSpec()  # rollout-vs-trainer importance weights / masks
+    bypass: bool = False  # old logprobs are the rollout's; the correction compares the current policy with them
 
 
-def accumulate_gradients(model, mini: RolloutBatch, setup: LossSetup) -> dict[str, float]:
+def accumulate_gradients(model, mini: RolloutBatch, setup: LossSetup,
+                         log_ratios: list[torch.Tensor] | None = None) -> dict[str, float]:
     """Backward the mini-batch's loss, micro-batch by micro-batch; returns summed statistics
-    (token sums for per-token stats, 'loss' as the mini-batch loss on this rank)."""
+    (token sums for per-token stats, 'loss' as the mini-batch loss on this rank). With `log_ratios`, the log
+    ratios trainer/rollout of the selected tokens are appended to it (for quantiles).
+
+    The rollout correction weighs the per-token loss by a detached weight and zeroes masked tokens' loss; masked
+    tokens stay in the normalisers, so the loss scale does not move with the masked fraction."""
     a = setup.algorithm
     global_tokens = all_reduce_sum(float(mini.loss_mask.sum()))
     global_seqs = all_reduce_sum(float(len(mini)))
@@ -53,6 +61,13 @@ def accumulate_gradients(model, mini: RolloutBatch, setup: LossSetup) -> dict[st
         logp = logp.to(mb.advantages.dtype)
         old = logp.detach() if setup.on_policy else mb.old_logprobs
         per_token, stats = setup.policy_loss(logp, old, mb.advantages, loss_mask, a)
+        trainer_logp = logp.detach() if setup.bypass else old  # the proximal policy, or the current one in bypass
+        weight, keep, corr = rollout_correction(trainer_logp, mb.rollout_logprobs, mask, setup.correction)
+        if setup.correction.active:
+            per_token = per_token * weight * keep
+        stats.update(corr)
+        if log_ratios is not None:
+            log_ratios.append((trainer_logp - mb.rollout_logprobs)[loss_mask > 0].cpu())
         loss = aggregate(per_token, loss_mask, **agg)
         if mb.ref_logprobs is not None:
             kl = setup.kl_estimator(logp, mb.ref_logprobs)

@@ -10,7 +10,9 @@ episode: a discounted reward for a solved episode is still a success).
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,6 +92,16 @@ class RewardComposer:
         if not any(t.spec == "task" for t in self.terms):
             self.terms.append(Term("verifier", "task", 0.0, {}, False))
         self.verifier = next(t for t in self.terms if t.spec == "task")
+        self._lock = threading.Lock()  # one scoring at a time in the pool (background jobs and direct calls)
+        self._background: ThreadPoolExecutor | None = None
+
+    def submit(self, samples: list[tuple[Task, Problem, str, dict]]) -> Future[Scored]:
+        """Score `samples` in the background and return at once: a scoring thread runs the jobs in submission order
+        (each as `score`, both stages), so rewards of groups already generated are computed while later ones are
+        being generated. `.result()` waits for a job."""
+        if self._background is None:
+            self._background = ThreadPoolExecutor(1, thread_name_prefix="rlvr-scoring")
+        return self._background.submit(self.score, samples)
 
     def _requests(self, term: Term, samples: list[tuple[Task, Problem, str, dict]], fields: list[dict],
                   groups: list[range]) -> list[RewardRequest]:
@@ -116,7 +128,11 @@ class RewardComposer:
         return spread
 
     def score(self, samples: list[tuple[Task, Problem, str, dict]]) -> Scored:
-        """Score (task, problem, completion text, extra fields such as completion_tokens) samples."""
+        """Score (task, problem, completion text, extra fields such as completion_tokens) samples; blocks."""
+        with self._lock:
+            return self._score(samples)
+
+    def _score(self, samples: list[tuple[Task, Problem, str, dict]]) -> Scored:
         n, groups = len(samples), sample_groups(samples)
         fields = [{**problem.reward_fields(), **extra} for _, problem, _, extra in samples]
         outcomes = self.pool.score(self._requests(self.verifier, samples, fields, groups))

@@ -13,6 +13,7 @@ episode's samples do not depend on which other episodes share the batch.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
 import torch
@@ -97,6 +98,16 @@ class EpisodeRunner:
             for i, prompt, group in zip(played, opened, episodes):
                 prompts[i], groups[i] = prompt, group
         return prompts, groups
+
+    def generate_batches(self, work: list[tuple[Task, Problem]], params: SamplingParams,
+                         generators: list[torch.Generator] | None = None, where: str = "problem"
+                         ) -> Iterator[tuple[list[list[int]], list[list[Completion]]]]:
+        """`generate` one engine batch of work items (whole groups) at a time, so a batch can be scored while the
+        next one is generated: the same samples as one call, which draws batch after batch in the same order."""
+        per_batch = max(1, getattr(self.engine, "batch_size", len(work) * params.n) // params.n)
+        for i in range(0, len(work), per_batch):
+            yield self.generate(work[i : i + per_batch], params,
+                                generators[i : i + per_batch] if generators is not None else None, where)
 
     def _open(self, task: EnvTask, problem: Problem, n: int, where: str) -> tuple[list[Environment], list[int]]:
         envs = [task.make_env(problem) for _ in range(n)]
