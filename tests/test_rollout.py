@@ -5,7 +5,7 @@ from rlvr.config import TinyModelConfig
 from rlvr.logprobs import completion_logprobs
 from rlvr.models import build_tiny_model, train_tokenizer
 from rlvr.rollout import SamplingParams, make_engine
-from rlvr.rollout.hf import filter_logits
+from rlvr.rollout.sampling import filter_logits
 
 
 @pytest.fixture(scope="module")

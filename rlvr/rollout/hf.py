@@ -9,20 +9,7 @@ import torch
 from transformers import DynamicCache
 
 from rlvr.rollout.base import ENGINES, Completion, SamplingParams
-
-
-def filter_logits(logits: torch.Tensor, top_k: int, top_p: float) -> torch.Tensor:
-    """Mask logits outside the top-k tokens and outside the smallest set with cumulative probability >= top_p."""
-    if top_k and top_k < logits.shape[-1]:
-        kth = torch.topk(logits, top_k, dim=-1).values[..., -1:]
-        logits = logits.masked_fill(logits < kth, float("-inf"))
-    if top_p < 1.0:
-        sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
-        cum = sorted_logits.softmax(-1).cumsum(-1)
-        drop_sorted = cum - sorted_logits.softmax(-1) >= top_p  # keep the token that crosses top_p
-        drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
-        logits = logits.masked_fill(drop, float("-inf"))
-    return logits
+from rlvr.rollout.sampling import next_tokens, stop_reached, stop_window
 
 
 def sample_tokens(probs: torch.Tensor, n: int, generators: list[torch.Generator] | None) -> torch.Tensor:
@@ -100,24 +87,16 @@ class HFRolloutEngine:
         lengths = torch.full((batch,), params.max_new_tokens, dtype=torch.long, device=device)
         tokens, logps, entropies = [], [], []
         for step in range(params.max_new_tokens):
-            scaled = logits.float() / params.temperature
-            logp_all = torch.log_softmax(scaled, dim=-1)
-            sample_from = scaled
-            if step < params.min_new_tokens:  # a sampling constraint, like top-k: not in the logprobs
-                sample_from = scaled.index_fill(-1, eos, float("-inf"))
-            if params.greedy:
-                tok = sample_from.argmax(-1)
-            else:
-                probs = filter_logits(sample_from, params.top_k, params.top_p).softmax(-1)
-                tok = sample_tokens(probs, n, generators)
+            tok, logp, entropy = next_tokens(logits, step, params, eos, lambda probs: sample_tokens(probs, n, generators))
             tok = torch.where(finished, torch.full_like(tok, self.pad_id), tok)
             tokens.append(tok)
-            logps.append(logp_all.gather(-1, tok[:, None]).squeeze(-1))
-            if params.return_entropy:
-                entropies.append(-(logp_all.exp() * logp_all).sum(-1))
+            logps.append(logp)
+            if entropy is not None:
+                entropies.append(entropy)
             done = finished | torch.isin(tok, eos)
             if params.stop:
-                done |= self._stop_reached(tokens, finished, params.stop)
+                done |= stop_reached(self.tokenizer, torch.stack(tokens[-stop_window(params.stop) :], 1), finished,
+                                     params.stop)
             lengths = torch.where(done & ~finished, step + 1, lengths)
             finished = done
             if self.all_finished(bool(finished.all())) or step == params.max_new_tokens - 1:
@@ -136,13 +115,3 @@ class HFRolloutEngine:
             out.append(Completion(token_ids=toks, text=text, logprobs=logps[row][:length], truncated=not done,
                                   entropies=entropies[row][:length]))
         return out
-
-    def _stop_reached(self, tokens: list[torch.Tensor], finished: torch.Tensor, stops: list[str]) -> torch.Tensor:
-        """Rows (not yet finished) whose recent text contains a stop string."""
-        window = max(len(s) for s in stops) + 4  # every token is at least one character; a little slack
-        recent = torch.stack(tokens[-window:], 1).tolist()
-        hit = torch.zeros_like(finished)
-        for row in (~finished).nonzero().flatten().tolist():
-            text = self.tokenizer.decode(recent[row], skip_special_tokens=True)
-            hit[row] = any(s in text for s in stops)
-        return hit

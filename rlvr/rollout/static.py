@@ -25,18 +25,28 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 
 import torch
 import torch.nn.functional as F
 
 from rlvr.rollout.base import ENGINES, Completion, SamplingParams
-from rlvr.rollout.hf import HFRolloutEngine, eos_ids, filter_logits
+from rlvr.rollout.hf import HFRolloutEngine, eos_ids
+from rlvr.rollout.sampling import next_tokens, stop_reached
 
 FAMILIES = ("llama", "qwen2", "qwen3", "mistral")
 # RoPE variants whose frequencies depend on the sequence length seen so far (transformers' dynamic_rope_update):
 # a table computed once would differ from the model's own forward.
 LENGTH_DEPENDENT_ROPE = ("dynamic", "longrope")
 COLUMN_MULTIPLE_CUDA = 64  # cache columns are rounded up on CUDA so varying prompt lengths reuse captured graphs
+
+
+def exponential_race(probs: torch.Tensor, noise: torch.Tensor | None) -> torch.Tensor:
+    """argmax_i p_i / E_i with E_i ~ Exp(1) picks i with probability p_i; `noise` holds each row's E (drawn from its
+    group's generator), or None to draw it here."""
+    if noise is None:
+        noise = torch.empty_like(probs).exponential_()
+    return (probs / noise).argmax(-1)
 
 
 def causal_lm(model: torch.nn.Module) -> torch.nn.Module:
@@ -327,14 +337,16 @@ class StaticCacheEngine:
             if noise is not None:  # each group draws its own noise, every step, whatever else is in the batch
                 for g, generator in enumerate(generators):
                     noise[g * n : (g + 1) * n].exponential_(generator=generator)
-            tok, logp, entropy = self._sample(logits, step, params, eos, None if noise is None else noise[slot_rows])
+            draw = partial(exponential_race, noise=noise[slot_rows] if noise is not None else None)
+            tok, logp, entropy = next_tokens(logits, step, params, eos, draw)
             tok = torch.where(finished, self.pad_id, tok)
             tokens[slot_rows, step], logps[slot_rows, step] = tok, logp
             if entropies is not None:
                 entropies[slot_rows, step] = entropy
             done = finished | torch.isin(tok, eos)
             if params.stop:
-                done |= self._stop_reached(tokens[slot_rows, max(0, step - 64) : step + 1], finished, params.stop)
+                done |= stop_reached(self.tokenizer, tokens[slot_rows, max(0, step - 64) : step + 1], finished,
+                                     params.stop)
             lengths[slot_rows] = torch.where(done & ~finished, step + 1, lengths[slot_rows])
             done_rows[slot_rows] = done
             finished = done
@@ -353,36 +365,6 @@ class StaticCacheEngine:
             self.column.fill_(p + step)
             self._run_step(b, width)
         return self._completions(tokens[:rows], logps[:rows], entropies, lengths[:rows], done_rows[:rows])
-
-    def _sample(self, logits: torch.Tensor, step: int, params: SamplingParams, eos: torch.Tensor,
-                noise: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        """Next tokens, their logprobs under log_softmax(logits / T) (before top-k/top-p and min-new-tokens), and
-        the entropy of that distribution when asked."""
-        scaled = logits.float() / params.temperature
-        logp_all = torch.log_softmax(scaled, dim=-1)
-        sample_from = scaled
-        if step < params.min_new_tokens:  # a sampling constraint, like top-k: not in the logprobs
-            sample_from = scaled.index_fill(-1, eos, float("-inf"))
-        if params.greedy:
-            tok = sample_from.argmax(-1)
-        else:
-            probs = filter_logits(sample_from, params.top_k, params.top_p).softmax(-1)
-            if noise is None:
-                noise = torch.empty_like(probs).exponential_()
-            tok = (probs / noise).argmax(-1)  # exponential race: P(i) = p_i
-        logp = logp_all.gather(-1, tok[:, None]).squeeze(-1)
-        entropy = -(logp_all.exp() * logp_all).sum(-1) if params.return_entropy else None
-        return tok, logp, entropy
-
-    def _stop_reached(self, recent: torch.Tensor, finished: torch.Tensor, stops: list[str]) -> torch.Tensor:
-        """Slots (not yet finished) whose recent text contains a stop string."""
-        window = max(len(s) for s in stops) + 4  # every token is at least one character; a little slack
-        recent = recent[:, -window:].tolist()
-        hit = torch.zeros_like(finished)
-        for slot in (~finished).nonzero().flatten().tolist():
-            text = self.tokenizer.decode(recent[slot], skip_special_tokens=True)
-            hit[slot] = any(s in text for s in stops)
-        return hit
 
     def _completions(self, tokens, logps, entropies, lengths, done) -> list[Completion]:
         tokens, logps = tokens.tolist(), logps.tolist()
