@@ -211,8 +211,8 @@ class RolloutCorrectionConfig(Section):
     mask: Literal["none", "token", "sequence", "geometric"] = Field(
         "none", description="Drop tokens (or whole sequences) whose weight at this level is outside "
         "[mask_low, mask_high] (IcePop: token, [0.5, 5]).")
-    mask_low: float = Field(0.5, ge=0)
-    mask_high: float = Field(2.0, gt=0)
+    mask_low: float = Field(0.5, ge=0, description="Lower bound of the kept importance ratio when `mask` is set.")
+    mask_high: float = Field(2.0, gt=0, description="Upper bound of the kept importance ratio when `mask` is set.")
     loss: Literal["decoupled", "bypass"] = Field(
         "decoupled", description="decoupled: the PPO ratio is taken against the weights at the start of the update "
         "(proximal policy) and the correction weighs proximal vs rollout; bypass: the rollout logprobs are the old "
@@ -452,7 +452,7 @@ class WandbSettings(Section):
         None, description="offline: write the run under `dir` only (upload later with `wandb sync`); default: "
         "WANDB_MODE, else online.")
     dir: str | None = Field(None, description="Where the wandb/ folder goes (default: tracking.output_dir).")
-    group: str | None = None
+    group: str | None = Field(None, description="W&B run group (e.g. one sweep or seed family).")
 
 
 class MlflowSettings(Section):
@@ -470,7 +470,7 @@ class TrackioSettings(Section):
     dir: str | None = Field(None, description="Local store (TRACKIO_DIR; default: trackio's, under HF_HOME). "
                             "`TRACKIO_DIR=<dir> trackio show` opens the dashboard.")
     space_id: str | None = Field(None, description="Log to this Hugging Face Space instead of locally.")
-    group: str | None = None
+    group: str | None = Field(None, description="trackio run group.")
 
 
 class TrackingConfig(Section):
