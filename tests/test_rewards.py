@@ -215,7 +215,7 @@ def test_a_run_prints_failure_counts_per_reward_at_the_end(fast_config, reward_f
     cfg = build_config(fast_config(steps=2, rewards={"max_failure_rate": 0.9, "functions": [
         {"function": "task"}, {"function": f"{reward_file}:fails_on_sevens", "weight": 0.1}]},
         data={"tasks": [{"name": "arithmetic", "args": {"max_operand": 9, "eval_size": 4}}], "prompts_per_step": 2},
-        rollout={"samples_per_prompt": 2}))
+        rollout={"samples_per_prompt": 2}, tracking={"console": True}))
     Trainer(cfg).fit()
     captured = capsys.readouterr()
     lines = [line.strip() for line in (captured.out + captured.err).splitlines()]
