@@ -61,6 +61,29 @@ class RolloutEngine(Protocol):
 ENGINES: Registry[type] = Registry("rollout engine")
 
 
+class BatchedEngine:
+    """`generate` in engine batches of whole groups (`batch_size` sequences), the model in eval mode meanwhile;
+    an engine implements `_generate_batch(prompts, params, generators) -> flat completions, n per prompt`."""
+
+    model: torch.nn.Module
+    batch_size: int
+
+    def generate(self, prompts: list[list[int]], params: SamplingParams,
+                 generators: list[torch.Generator] | None = None) -> list[list[Completion]]:
+        per_batch = max(1, self.batch_size // params.n)
+        out: list[list[Completion]] = []
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            for i in range(0, len(prompts), per_batch):
+                flat = self._generate_batch(prompts[i : i + per_batch], params,
+                                            generators[i : i + per_batch] if generators is not None else None)
+                out.extend(flat[j : j + params.n] for j in range(0, len(flat), params.n))
+        finally:
+            self.model.train(was_training)
+        return out
+
+
 def group_generator(device: torch.device, *key: object) -> torch.Generator:
     """A generator seeded from `key` (e.g. seed, step, round, group index) by a stable hash: the same group gets the
     same random stream in every process."""

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import torch
 from transformers import DynamicCache
 
-from rlvr.rollout.base import ENGINES, Completion, SamplingParams
+from rlvr.rollout.base import ENGINES, BatchedEngine, Completion, SamplingParams
 from rlvr.rollout.sampling import next_tokens, stop_reached, stop_window
 
 
@@ -30,7 +30,7 @@ def eos_ids(model, tokenizer) -> list[int]:
 
 
 @ENGINES.register("hf")
-class HFRolloutEngine:
+class HFRolloutEngine(BatchedEngine):
     """Sampling with the policy's own transformers modules; reads the live weights (no copy)."""
 
     def __init__(self, model, tokenizer, batch_size: int = 256):
@@ -41,20 +41,6 @@ class HFRolloutEngine:
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.eos = torch.tensor(eos_ids(model, tokenizer))
 
-    def generate(self, prompts: list[list[int]], params: SamplingParams,
-                 generators: list[torch.Generator] | None = None) -> list[list[Completion]]:
-        per_batch = max(1, self.batch_size // params.n)
-        out: list[list[Completion]] = []
-        was_training = self.model.training
-        self.model.eval()
-        try:
-            for i in range(0, len(prompts), per_batch):
-                flat = self._generate_batch(prompts[i : i + per_batch], params,
-                                            generators[i : i + per_batch] if generators is not None else None)
-                out.extend(flat[j : j + params.n] for j in range(0, len(flat), params.n))
-        finally:
-            self.model.train(was_training)
-        return out
 
     @torch.no_grad()  # not inference_mode: inference tensors would end up in FSDP2's all-gather buffers
     def _generate_batch(self, prompts: list[list[int]], params: SamplingParams,

@@ -30,7 +30,7 @@ from functools import partial
 import torch
 import torch.nn.functional as F
 
-from rlvr.rollout.base import ENGINES, Completion, SamplingParams
+from rlvr.rollout.base import ENGINES, BatchedEngine, Completion, SamplingParams
 from rlvr.rollout.hf import HFRolloutEngine, eos_ids
 from rlvr.rollout.sampling import next_tokens, stop_reached
 
@@ -103,7 +103,7 @@ class KVCache:
         self.position[:m] = self.position.index_select(0, index)
 
 
-class StaticCacheEngine:
+class StaticCacheEngine(BatchedEngine):
     """Static KV cache and one decode step over the policy's own modules; CUDA graphs on GPU, eager on CPU."""
 
     def __init__(self, model, tokenizer, batch_size: int = 256):
@@ -271,19 +271,8 @@ class StaticCacheEngine:
 
     def generate(self, prompts: list[list[int]], params: SamplingParams,
                  generators: list[torch.Generator] | None = None) -> list[list[Completion]]:
-        per_batch = max(1, self.batch_size // params.n)
-        out: list[list[Completion]] = []
-        was_training = self.model.training
-        self.model.eval()
-        try:
-            self._check_weights()
-            for i in range(0, len(prompts), per_batch):
-                flat = self._generate_batch(prompts[i : i + per_batch], params,
-                                            generators[i : i + per_batch] if generators is not None else None)
-                out.extend(flat[j : j + params.n] for j in range(0, len(flat), params.n))
-        finally:
-            self.model.train(was_training)
-        return out
+        self._check_weights()
+        return super().generate(prompts, params, generators)
 
     def _prefill(self, prompts: list[list[int]], n: int, width: int) -> tuple[int, torch.Tensor]:
         """Fill the cache with the prompts (left-padded to a common length P) and copy each prompt's cache to the
