@@ -6,7 +6,7 @@ the model knows the shape of a second attempt; then GRPO on try-again episodes. 
 reward/verifier/first_attempt_success (mean over episodes) and reward/verifier/second_attempt_success (mean over
 episodes wrong at the first attempt); this script plots both, smoothed, per seed, to try_again.png under --out.
 
-    python benchmarks/try_again.py --seeds 0 1
+    python benchmarks/try_again.py  # seeds 0 1 2
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def smooth(values: list[float], window: int) -> list[float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--steps", type=int, default=None)
     parser.add_argument("--window", type=int, default=15, help="moving-average window in steps")
     parser.add_argument("--retry-frac", type=float, default=0.3, help="demonstrations with a wrong first answer")
@@ -78,7 +78,8 @@ def main() -> None:
     curves = {}
     for seed in args.seeds:
         rows = [r for r in run(seed, root, args.steps, args.retry_frac) if KEYS["first_attempt_success"] in r]
-        curves[seed] = {name: [r.get(key, float("nan")) for r in rows] for name, key in KEYS.items()}
+        # a step with no wrong first answer logs second_attempt_success as NaN, which metrics.jsonl writes as null
+        curves[seed] = {name: [_number(r.get(key)) for r in rows] for name, key in KEYS.items()}
         curves[seed]["attempts"] = [r["reward/verifier/attempts"] for r in rows]
         head, tail = slice(0, args.window), slice(-args.window, None)
         print(json.dumps({"seed": seed, **{f"{name}_{where}": round(_mean(v[part]), 3)
@@ -110,6 +111,10 @@ def plot(curves: dict, window: int, path: Path) -> None:
     fig.suptitle("'Try again' episodes (3 attempts), tiny model, 2-digit addition")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+
+
+def _number(value: float | None) -> float:
+    return float("nan") if value is None else value
 
 
 def _mean(values: list[float]) -> float:
