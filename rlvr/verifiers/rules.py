@@ -74,6 +74,15 @@ def scaled_number(text: str) -> bool:
     return is_bare_answer(text) and bool(MULTIPLIER.search(text))
 
 
+def final_statement_start(text: str, spans: list[tuple[int, int]]) -> int:
+    """Index of the first box (of `spans`, in order) in the final statement: boxes with no sentence end between
+    them belong to one statement."""
+    first = len(spans) - 1
+    while first > 0 and not SENTENCE_END.search(text[spans[first - 1][1] : spans[first][0]]):
+        first -= 1
+    return first
+
+
 def final_boxed_answer(text: str) -> str | None:
     """The boxed answer of a worked solution: the contents of its last box, or, when the final statement boxes
     several answers (`\\boxed{(2, 2)} \\quad \\text{and} \\quad \\boxed{(6, 2)}`), those boxes as written (math-verify
@@ -81,9 +90,7 @@ def final_boxed_answer(text: str) -> str | None:
     spans = _boxes(text)
     if not spans:
         return None
-    first = len(spans) - 1
-    while first > 0 and not SENTENCE_END.search(text[spans[first - 1][1] : spans[first][0]]):
-        first -= 1
+    first = final_statement_start(text, spans)
     if first == len(spans) - 1:
         return last_boxed(text)
     return text[spans[first][0] : spans[-1][1]]
@@ -97,9 +104,7 @@ def last_statement_only(text: str) -> str:
     spans = _boxes(text)
     if not spans:
         return text
-    keep = len(spans) - 1
-    while keep > 0 and not SENTENCE_END.search(text[spans[keep - 1][1] : spans[keep][0]]):
-        keep -= 1
+    keep = final_statement_start(text, spans)
     if LATER_ANSWER.search(text, spans[-1][1]):
         keep = len(spans)
     for start, end in reversed(spans[:keep]):
