@@ -2,30 +2,41 @@
 
 SFT on try-again conversations (recipes/try_again.yaml): most answer right at once; in a fraction (--retry-frac)
 a wrong first answer (context only, not trained on) hears "Incorrect. Try again." and the right answer follows, so
-the model knows the shape of a second attempt; then GRPO on try-again episodes. Per step the training log holds
-reward/verifier/first_attempt_success (mean over episodes) and reward/verifier/second_attempt_success (mean over
-episodes wrong at the first attempt); this script plots both, smoothed, per seed, to try_again.png under --out.
+the model knows the shape of a second attempt; then GRPO on try-again episodes. Every 25 steps (step 0 included)
+the trainer plays 16 episodes on each of 200 held-out problems and logs eval/episode/first_attempt_success,
+eval/episode/second_attempt_success (among episodes wrong at the first attempt) and eval/episode/repeated_answer
+(among episodes with a second attempt: an answer restated). The training episodes' own per-step figures (8 x 8
+episodes, 10-40 of them wrong at first) are too few to show a trend; these held-out ones are 3,200 episodes each.
+This script prints start and end per seed, plots the held-out curves to try_again.png under --out, and compares
+the SFT and final models' second attempts with answering afresh (does the model revise, or only answer again?).
 
     python benchmarks/try_again.py  # seeds 0 1 2
+    python benchmarks/try_again.py --seeds 0 --steps 300 data.tasks.0.env.args.discount=0.5  # an ablation
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import random
 import shutil
 from pathlib import Path
 
 from rlvr.config import load_config
+from rlvr.evaluation import eval_settings, evaluate_model
 from rlvr.sft import run_sft
 from rlvr.tasks import make_tasks
 from rlvr.trainer import Trainer
 
 RECIPE = Path(__file__).resolve().parent.parent / "recipes" / "try_again.yaml"
-KEYS = {"first_attempt_success": "reward/verifier/first_attempt_success",
-        "second_attempt_success": "reward/verifier/second_attempt_success"}
+KEYS = {"first_attempt_success": "eval/episode/first_attempt_success",
+        "second_attempt_success": "eval/episode/second_attempt_success",
+        "repeated_answer": "eval/episode/repeated_answer",
+        "success_within_3": "eval/avg@16"}
+TITLES = {"first_attempt_success": "first-attempt success",
+          "second_attempt_success": "second-attempt success\n(episodes wrong at the first attempt)",
+          "repeated_answer": "an earlier wrong answer repeated\n(episodes with a second attempt)",
+          "success_within_3": "success within 3 attempts"}
 
 
 def write_demonstrations(cfg, path: Path, retry_frac: float) -> None:
@@ -45,81 +56,96 @@ def write_demonstrations(cfg, path: Path, retry_frac: float) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
-def run(seed: int, root: Path, steps: int | None, retry_frac: float) -> list[dict]:
+def run(seed: int, root: Path, steps: int | None, retry_frac: float, overrides: list[str]) -> list[dict]:
     out = root / f"seed{seed}"
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
-    base = [f"seed={seed}", *([f"steps={steps}"] if steps else [])]
+    base = [*overrides, f"seed={seed}", *([f"steps={steps}"] if steps else [])]
     demos = out / "demonstrations.jsonl"
     write_demonstrations(load_config(RECIPE, base), demos, retry_frac)
     sft_dir = run_sft(load_config(RECIPE, [*base, f"tracking.output_dir={out}", f"sft.output_dir={out / 'sft'}",
                                            f"sft.data_file={demos}", "sft.messages_column=messages"]))
-    Trainer(load_config(RECIPE, [*base, f"model.name={sft_dir}", f"tracking.output_dir={out / 'rl'}"])).fit()
+    rl_cfg = load_config(RECIPE, [*base, f"model.name={sft_dir}", f"tracking.output_dir={out / 'rl'}"])
+    Trainer(rl_cfg).fit()
+    final = sorted((out / "rl" / "checkpoints").glob("step-*"))[-1]
+    revision = {name: second_attempt_against_resampling(evaluate_model(rl_cfg, str(path), eval_settings(rl_cfg)))
+                for name, path in (("sft", sft_dir), ("final", final))}
+    print(json.dumps({"seed": seed, "second_attempt": revision}))
     return [json.loads(line) for line in (out / "rl" / "metrics.jsonl").read_text().splitlines() if line.strip()]
 
 
-def smooth(values: list[float], window: int) -> list[float]:
-    out = []
-    for i in range(len(values)):
-        part = [v for v in values[max(0, i - window + 1) : i + 1] if not math.isnan(v)]
-        out.append(sum(part) / len(part) if part else float("nan"))
-    return out
+def second_attempt_against_resampling(run) -> dict[str, float]:
+    """Second-attempt success among episodes wrong at first, against what answering the problem afresh would
+    give: for each problem, its first-attempt success rate weighted by its wrong first attempts. A model that
+    learned to revise (use the feedback, not repeat itself) beats the fresh answer; one that merely answers again
+    matches it."""
+    wrong = fresh = 0.0
+    for r in run.results:
+        total, count = r.episode_sums["first_attempt_success"]
+        wrong += count - total
+        fresh += (count - total) * total / count
+    second, reached = map(sum, zip(*(r.episode_sums.get("second_attempt_success", (0.0, 0)) for r in run.results)))
+    return {"second_attempt_success": round(second / reached, 3), "answering_afresh": round(fresh / wrong, 3)}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--steps", type=int, default=None)
-    parser.add_argument("--window", type=int, default=15, help="moving-average window in steps")
     parser.add_argument("--retry-frac", type=float, default=0.3, help="demonstrations with a wrong first answer")
     parser.add_argument("--out", default="runs/try_again_bench")
+    parser.add_argument("overrides", nargs="*", help="recipe overrides, e.g. data.tasks.0.env.args.discount=0.7")
     args = parser.parse_args()
     root = Path(args.out)
     curves = {}
     for seed in args.seeds:
-        rows = [r for r in run(seed, root, args.steps, args.retry_frac) if KEYS["first_attempt_success"] in r]
-        # a step with no wrong first answer logs second_attempt_success as NaN, which metrics.jsonl writes as null
-        curves[seed] = {name: [_number(r.get(key)) for r in rows] for name, key in KEYS.items()}
-        curves[seed]["attempts"] = [r["reward/verifier/attempts"] for r in rows]
-        head, tail = slice(0, args.window), slice(-args.window, None)
-        print(json.dumps({"seed": seed, **{f"{name}_{where}": round(_mean(v[part]), 3)
-                                           for name, v in curves[seed].items()
-                                           for where, part in (("first_steps", head), ("last_steps", tail))}}))
+        rows = [r for r in run(seed, root, args.steps, args.retry_frac, args.overrides) if KEYS["second_attempt_success"] in r]
+        curves[seed] = {"step": [r["step"] for r in rows],
+                        **{name: [_number(r.get(key)) for r in rows] for name, key in KEYS.items()}}
+        print(json.dumps({"seed": seed, **summary(curves[seed])}))
     (root / "curves.json").write_text(json.dumps(curves))
-    plot(curves, args.window, root / "try_again.png")
+    plot(curves, root / "try_again.png")
     print(f"plot: {root / 'try_again.png'}")
 
 
-def plot(curves: dict, window: int, path: Path) -> None:
+def summary(curve: dict, last: int = 3) -> dict[str, float]:
+    """Each metric at the first evaluation (step 0) and its mean over the last `last` evaluations."""
+    steps = curve["step"]
+    return {f"{name}_{where}": round(value, 3) for name in KEYS for where, value in (
+        (f"step_{steps[0]}", curve[name][0]),
+        (f"steps_{steps[-last]}-{steps[-1]}", sum(curve[name][-last:]) / last))}
+
+
+def plot(curves: dict, path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
-    top = 0.0
+    fig, grid = plt.subplots(2, 2, figsize=(10, 7.5))
+    axes = grid.flatten()
     for ax, name in zip(axes, KEYS):
         for seed, c in curves.items():
-            line = smooth(c[name], window)
-            top = max([top, *(v for v in line if not math.isnan(v))])
-            ax.plot(range(1, len(line) + 1), line, label=f"seed {seed}")
-        ax.set_title(name.replace("_", " ") + (" (among wrong first answers)" if name.startswith("second") else ""))
+            ax.plot(c["step"], c[name], marker="o", markersize=2, linewidth=0.8, alpha=0.6, label=f"seed {seed}")
+        runs = list(curves.values())
+        if len(runs) > 1 and all(c["step"] == runs[0]["step"] for c in runs):
+            mean = [sum(c[name][i] for c in runs) / len(runs) for i in range(len(runs[0]["step"]))]
+            ax.plot(runs[0]["step"], mean, color="black", linewidth=2, label="mean of seeds")
+        ax.set_title(TITLES[name], fontsize=10)
         ax.set_xlabel("GRPO step")
-    axes[0].set_ylim(0, min(1.0, top * 1.2 + 0.02))
-    axes[0].set_ylabel(f"training episodes, {window}-step moving mean")
+        ax.set_ylim(0, min(1.0, 1.15 * max(v for c in runs for v in c[name] if v == v)))  # NaN: no episode
+        ax.grid(alpha=0.3)
+    for ax in grid[:, 0]:
+        ax.set_ylabel("held-out episodes (200 problems x 16)")
     axes[0].legend()
-    fig.suptitle("'Try again' episodes (3 attempts), tiny model, 2-digit addition")
+    fig.suptitle("'Try again' (3 attempts): tiny model, 2-digit addition, held-out evaluation every 25 steps",
+                 fontsize=11)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
 
 def _number(value: float | None) -> float:
     return float("nan") if value is None else value
-
-
-def _mean(values: list[float]) -> float:
-    part = [v for v in values if not math.isnan(v)]
-    return sum(part) / len(part) if part else float("nan")
 
 
 if __name__ == "__main__":

@@ -46,6 +46,7 @@ def model_record(label: str, path: str, run: EvalRun) -> dict:
         "metrics": run.summary(),
         "diversity": run.diversity(),
         "turns_mean": run.turns_mean(),
+        "episode_metrics": run.episode_metrics(),
         "generation": {"completions": run.completions, "seconds": round(run.generation_s, 3),
                        "completions_per_s": run.completions / max(run.generation_s, 1e-9)},
         "problems": [problem_row(r, m) for r, m in zip(run.results, run.problem_metrics)],
@@ -104,9 +105,14 @@ def markdown(data: dict, figures: list[str]) -> str:
             entropy = f"{d['token_entropy']:.3f}" if "token_entropy" in d else "-"
             lines.append(f"| {m['label']} | {d['distinct_answers']:.2f} | {d['distinct_correct_answers']:.2f} | "
                          f"{100 * d['no_answer_frac']:.1f}% | {entropy} |")
-    if any((m["turns_mean"] or 1) != 1 for m in models):
-        lines += ["", "## Episodes", "", *head(["model", "mean assistant turns per episode"])]
-        lines += [f"| {m['label']} | {m['turns_mean']:.2f} |" for m in models]
+    if any((m["turns_mean"] or 1) != 1 or m["episode_metrics"] for m in models):
+        names = list(dict.fromkeys(name for m in models for name in m["episode_metrics"]))
+        lines += ["", "## Episodes", "", "Environment metrics are means over the sampled episodes each applies to "
+                  "(the greedy ones when nothing is sampled).", "",
+                  *head(["model", "mean assistant turns per episode", *names])]
+        for m in models:
+            cells = [f"{m['episode_metrics'][n]:.3f}" if n in m["episode_metrics"] else "-" for n in names]
+            lines.append(f"| {m['label']} | {m['turns_mean'] or 1:.2f} | " + " | ".join(cells) + " |")
     lines += ["", "## Generation", "", *head(["model", "path", "completions", "seconds", "completions/s"])]
     for m in models:
         g = m["generation"]

@@ -4,6 +4,7 @@ serves `rlvr eval` and evaluation during training."""
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -64,6 +65,9 @@ class ProblemResult:
     turns: int = 0  # assistant turns over everything generated, greedy included (1 per single-turn completion)
     generated: int = 0
     completions: list[dict] = field(default_factory=list)  # up to EvalSettings.keep_completions, greedy first
+    # environment metric -> [sum, count] over the sampled episodes (the greedy ones when nothing is sampled);
+    # NaN values (an episode outside the metric's population) are left out
+    episode_sums: dict[str, list[float]] = field(default_factory=dict)
 
     def metrics(self, ks: list[int]) -> dict[str, float]:
         """This problem's estimates: greedy (0/1), pass@k, maj@k, avg@N."""
@@ -103,6 +107,17 @@ class EvalRun:
         """Mean assistant turns per generated episode, greedy included (1.0 for single-turn tasks)."""
         generated = sum(r.generated for r in self.results)
         return sum(r.turns for r in self.results) / generated if generated else None
+
+    def episode_metrics(self) -> dict[str, float]:
+        """Each environment metric (Environment.metrics: attempts, second-attempt success, tool calls) averaged
+        over the episodes it applies to, pooled over problems; empty for single-turn tasks."""
+        sums: dict[str, list[float]] = {}
+        for r in self.results:
+            for name, (total, count) in r.episode_sums.items():
+                pooled = sums.setdefault(name, [0.0, 0])
+                pooled[0] += total
+                pooled[1] += count
+        return {name: total / count for name, (total, count) in sums.items() if count}
 
     def diversity(self) -> dict[str, float]:
         """Mean distinct answers and distinct correct answers per problem; mean token entropy (nats)."""
@@ -182,13 +197,13 @@ def run_evaluation(engine: RolloutEngine, encode: PromptEncoder, tasks: list[Tas
                 _, groups = runner.generate([work[i] for i in rows], params, where="eval problem")
                 generation_s += time.perf_counter() - t0
                 _score(composer, [work[i] for i in rows], [results[i] for i in rows], groups, params,
-                       settings.keep_completions)
+                       settings.keep_completions, episodes=not params.greedy or not settings.samples)
                 progress.advance(bar, len(rows) * params.n)
     return EvalRun(results, settings, total, generation_s)
 
 
 def _score(composer: RewardComposer, work: list[tuple[Task, Problem]], results: list[ProblemResult],
-           groups: list[list[Completion]], params: SamplingParams, keep: int = 0) -> None:
+           groups: list[list[Completion]], params: SamplingParams, keep: int = 0, episodes: bool = True) -> None:
     scored = composer.score([(task, problem, c.text, completion_fields(c, params.max_new_tokens))
                              for (task, problem), group in zip(work, groups) for c in group])
     verdicts = scored.correct.tolist()
@@ -196,6 +211,8 @@ def _score(composer: RewardComposer, work: list[tuple[Task, Problem]], results: 
         ok = verdicts[i * params.n : (i + 1) * params.n]
         result.turns += sum(getattr(c, "turns", 1) for c in group)
         result.generated += len(group)
+        if episodes:
+            _add_episode_metrics(result, group)
         room = keep - len(result.completions)
         result.completions += [{"text": c.text, "greedy": params.greedy, "correct": bool(v),
                                 "answer": task.final_answer(c.text), "tokens": len(c.token_ids),
@@ -208,6 +225,15 @@ def _score(composer: RewardComposer, work: list[tuple[Task, Problem]], results: 
             task, [c.text for c in group], ok)
         result.entropy_sum = sum(sum(c.entropies) for c in group)
         result.tokens = sum(c.policy_tokens for c in group)
+
+
+def _add_episode_metrics(result: ProblemResult, group: list[Completion]) -> None:
+    for c in group:
+        for name, value in c.fields.get("episode_metrics", {}).items():
+            if not math.isnan(value):
+                sums = result.episode_sums.setdefault(name, [0.0, 0])
+                sums[0] += value
+                sums[1] += 1
 
 
 def _progress(show: bool) -> Progress:
@@ -248,7 +274,7 @@ def evaluate_model(cfg: RunConfig, model_dir: str, settings: EvalSettings, show_
 
 def training_metrics(run: EvalRun) -> dict[str, float]:
     """An evaluation as flat training-log metrics: eval/accuracy (greedy), eval/<task>/accuracy, eval/pass@k,
-    eval/maj@k, eval/avg@N."""
+    eval/maj@k, eval/avg@N; for environment tasks eval/turns_mean and eval/episode/<metric>."""
     metrics: dict[str, float] = {}
     for label in dict.fromkeys(r.task for r in run.results):
         flags = [r.greedy_correct for r in run.results if r.task == label and r.greedy_correct is not None]
@@ -258,4 +284,5 @@ def training_metrics(run: EvalRun) -> dict[str, float]:
         metrics["eval/accuracy" if name == "greedy" else f"eval/{name}"] = stats["value"]
     if run.turns_mean() is not None:
         metrics["eval/turns_mean"] = run.turns_mean()
+    metrics.update({f"eval/episode/{name}": value for name, value in run.episode_metrics().items()})
     return metrics

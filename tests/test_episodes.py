@@ -225,11 +225,23 @@ def test_try_again_gives_unary_feedback_and_discounts_by_attempt():
     assert not first.done and first.messages == [{"role": "user", "content": "Incorrect. Try again."}]
     assert env.step(problem.answer).done
     assert (env.outcome().reward, env.outcome().success) == (0.5, True)
-    assert env.metrics()["second_attempt_success"] == 1.0
+    assert env.metrics()["second_attempt_success"] == 1.0 and env.metrics()["repeated_answer"] == 0.0
     env = task.make_env(problem)
     for _ in range(2):
         assert not env.step(wrong).done
     assert env.step(wrong).done and env.outcome().reward == 0.0 and not env.outcome().success
+    assert env.metrics()["repeated_answer"] == 1.0  # the same wrong answer again (Liu et al.'s collapse)
+    env = task.make_env(problem)
+    env.step(f" {wrong}\n")
+    env.step(wrong)  # the same answer stated differently still repeats it
+    assert env.metrics()["repeated_answer"] == 1.0
+    penalized = env_task(args={"attempts": 3, "discount": 0.5, "repeat_penalty": 0.1}).make_env(problem)
+    for text in (wrong, wrong, problem.answer):  # one repeat, then solved at the third attempt
+        penalized.step(text)
+    assert penalized.outcome().reward == pytest.approx(0.25 - 0.1) and penalized.outcome().success
+    env = task.make_env(problem)
+    env.step(problem.answer)  # right at once: no second attempt, so outside both populations
+    assert math.isnan(env.metrics()["second_attempt_success"]) and math.isnan(env.metrics()["repeated_answer"])
 
 
 def test_number_guessing_answers_higher_and_lower_until_found():
@@ -369,6 +381,31 @@ def test_evaluation_of_an_environment_reports_pass_at_k_over_episodes_and_turns(
     metrics = training_metrics(run)
     assert {"eval/accuracy", "eval/pass@1", "eval/pass@2", "eval/turns_mean"} <= set(metrics)
     assert 1 < metrics["eval/turns_mean"] <= 3
+    # The environment's own metrics, over the 12 sampled episodes (the greedy ones are not sampled).
+    assert 1 < metrics["eval/episode/attempts"] <= 3 and 0 <= metrics["eval/episode/first_attempt_success"] <= 1
+    assert "eval/episode/second_attempt_success" in metrics
+    from rlvr.eval_report import markdown, report_data
+
+    data = report_data("arithmetic", settings, [("policy", "path", run)])
+    assert data["models"][0]["episode_metrics"] == run.episode_metrics()
+    table = markdown(data, []).split("## Episodes")[1]
+    assert "second_attempt_success" in table and f"{run.episode_metrics()['attempts']:.3f}" in table
+
+
+def test_evaluation_pools_episode_metrics_over_the_episodes_each_applies_to():
+    from rlvr.evaluation import EvalRun, EvalSettings, ProblemResult, _add_episode_metrics
+    from rlvr.rollout.base import Completion
+
+    def episode(first: float, second: float) -> Completion:
+        return Completion([1], "x", [0.0], False, fields={"episode_metrics": {"first": first, "second": second}})
+
+    nan = float("nan")
+    results = [ProblemResult("t", "a"), ProblemResult("t", "b")]
+    _add_episode_metrics(results[0], [episode(1.0, nan), episode(1.0, nan), episode(0.0, 1.0)])
+    _add_episode_metrics(results[1], [episode(0.0, 0.0)])
+    run = EvalRun(results, EvalSettings(num_problems=2, max_new_tokens=1), 4, 0.0)
+    # pooled over episodes (not a mean of per-problem means); NaN episodes are outside the population
+    assert run.episode_metrics() == {"first": 0.5, "second": 0.5}
 
 
 def test_sft_on_conversations_trains_assistant_turns_only(tmp_path):
