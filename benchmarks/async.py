@@ -29,7 +29,7 @@ import shutil
 import time
 from pathlib import Path
 
-from rlvr.config import load_config
+from rlvr.config.schema import load_config
 from rlvr.quickstart import RECIPE
 
 CODE_PROBLEMS = [  # (statement, function of the input lines -> expected output)
@@ -58,7 +58,7 @@ def cpu_seconds() -> float:
 
 def train(recipe, overrides: list[str]) -> tuple[list[dict], float, float]:
     """(metrics rows, wall seconds, CPU seconds) of one run, from the first step to the workers' exit."""
-    from rlvr.trainer import Trainer
+    from rlvr.training.trainer import Trainer
 
     cfg = load_config(recipe, overrides)
     shutil.rmtree(cfg.tracking.output_dir, ignore_errors=True)
@@ -81,7 +81,7 @@ def load() -> str:
 
 
 def quickstart(args, out: Path, modes: list[int]) -> dict:
-    from rlvr.sft import run_sft
+    from rlvr.training.sft import run_sft
 
     sft_cfg = load_config(RECIPE, [f"tracking.output_dir={out / 'sft-run'}", f"sft.output_dir={out / 'sft'}",
                                    f"sft.epochs={args.sft_epochs}"])

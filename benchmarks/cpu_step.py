@@ -26,9 +26,9 @@ from pathlib import Path
 
 import torch
 
-from rlvr.config import TinyModelConfig, build_config
+from rlvr.config.schema import TinyModelConfig, build_config
 from rlvr.curriculum import MixtureSampler
-from rlvr.models import build_tiny_model, save_pretrained, train_tokenizer
+from rlvr.models.loading import build_tiny_model, save_pretrained, train_tokenizer
 from rlvr.tasks import make_task
 from rlvr.tasks.arithmetic import parse_int
 
@@ -54,7 +54,7 @@ def prompt_texts(n_steps: int, per_step: int) -> list[str]:
 
 
 def run_rlvr(args, model_dir: Path, root: Path) -> tuple[list[float], list[float]]:
-    from rlvr.trainer import Trainer
+    from rlvr.training.trainer import Trainer
 
     out = root / "rlvr"
     batch = args.prompts * args.samples

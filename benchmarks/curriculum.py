@@ -23,9 +23,9 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from rlvr.config import load_config  # noqa: E402
-from rlvr.sft import run_sft  # noqa: E402
-from rlvr.trainer import Trainer  # noqa: E402
+from rlvr.config.schema import load_config  # noqa: E402
+from rlvr.training.sft import run_sft  # noqa: E402
+from rlvr.training.trainer import Trainer  # noqa: E402
 
 RECIPE = Path(__file__).resolve().parent.parent / "recipes" / "curriculum.yaml"
 SETUPS = {  # name -> overrides

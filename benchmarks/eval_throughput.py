@@ -25,9 +25,9 @@ from pathlib import Path
 
 import torch
 
-from rlvr.config import TinyModelConfig, build_config
-from rlvr.evaluation import eval_problems, eval_settings, evaluate_model
-from rlvr.models import build_tiny_model, save_pretrained, train_tokenizer
+from rlvr.config.schema import TinyModelConfig, build_config
+from rlvr.evaluation.evaluate import eval_problems, eval_settings, evaluate_model
+from rlvr.models.loading import build_tiny_model, save_pretrained, train_tokenizer
 from rlvr.tasks import make_task
 
 TASK = {"name": "arithmetic", "args": {"max_operand": 99, "operators": "+", "eval_size": 200}}

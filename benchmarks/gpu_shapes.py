@@ -9,7 +9,7 @@ import sys
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
-from rlvr.models import train_tokenizer
+from rlvr.models.loading import train_tokenizer
 
 # Qwen2.5-0.5B's shape: 24 layers, hidden 896, 14 query / 2 key-value heads, tied embeddings, 151,936-token vocabulary.
 QWEN25_05B = dict(vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,

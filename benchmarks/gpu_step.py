@@ -34,9 +34,9 @@ PROMPTS, SAMPLES, NEW_TOKENS = 16, 8, 256
 
 
 def run_rlvr(args, root: Path) -> dict:
-    from rlvr.config import build_config
-    from rlvr.models import save_pretrained
-    from rlvr.trainer import Trainer
+    from rlvr.config.schema import build_config
+    from rlvr.models.loading import save_pretrained
+    from rlvr.training.trainer import Trainer
 
     tokenizer, model = tokenizer_and_model()
     save_pretrained(model, tokenizer, root / "model")

@@ -20,10 +20,10 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from rlvr.config import load_config  # noqa: E402
+from rlvr.config.schema import load_config  # noqa: E402
 from rlvr.quickstart import RECIPE  # noqa: E402
-from rlvr.sft import run_sft  # noqa: E402
-from rlvr.trainer import Trainer  # noqa: E402
+from rlvr.training.sft import run_sft  # noqa: E402
+from rlvr.training.trainer import Trainer  # noqa: E402
 
 DEFAULT = ["grpo", "dr_grpo", "dapo", "gspo", "w_reinforce", "forking_tokens", "ngrpo"]
 

@@ -17,10 +17,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from rlvr.config import load_config
+from rlvr.config.schema import load_config
 from rlvr.quickstart import RECIPE, evaluate_checkpoint
-from rlvr.sft import run_sft
-from rlvr.trainer import Trainer
+from rlvr.training.sft import run_sft
+from rlvr.training.trainer import Trainer
 
 
 def one_seed(seed: int, out: Path, eval_problems: int, steps: int | None) -> dict:

@@ -22,15 +22,15 @@ from pathlib import Path
 import torch
 import yaml
 
-from rlvr.config import RunConfig, build_config
+from rlvr.config.schema import RunConfig, build_config
 from rlvr.envs.base import verify
-from rlvr.models import load_model, load_tokenizer
-from rlvr.prompts import PromptEncoder
+from rlvr.models.loading import load_model, load_tokenizer
+from rlvr.models.prompts import PromptEncoder
 from rlvr.rollout import SamplingParams, make_engine
 from rlvr.rollout.episodes import EpisodeRunner
-from rlvr.sft import run_sft
 from rlvr.tasks import make_tasks
-from rlvr.trainer import Trainer
+from rlvr.training.sft import run_sft
+from rlvr.training.trainer import Trainer
 
 RECIPE = Path(__file__).resolve().parent.parent / "recipes" / "tool_use.yaml"
 

@@ -22,11 +22,11 @@ import random
 import shutil
 from pathlib import Path
 
-from rlvr.config import load_config
-from rlvr.evaluation import eval_settings, evaluate_model
-from rlvr.sft import run_sft
+from rlvr.config.schema import load_config
+from rlvr.evaluation.evaluate import eval_settings, evaluate_model
 from rlvr.tasks import make_tasks
-from rlvr.trainer import Trainer
+from rlvr.training.sft import run_sft
+from rlvr.training.trainer import Trainer
 
 RECIPE = Path(__file__).resolve().parent.parent / "recipes" / "try_again.yaml"
 KEYS = {"first_attempt_success": "eval/episode/first_attempt_success",

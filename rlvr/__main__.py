@@ -1,3 +1,3 @@
-from rlvr.cli import main
+from rlvr.cli.main import main
 
 raise SystemExit(main())

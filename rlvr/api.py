@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rlvr.config import RunConfig, build_config, callable_name, read_yaml, set_value
+from rlvr.config.schema import RunConfig, build_config, callable_name, read_yaml, set_value
 from rlvr.errors import ConfigError, DataError
 
 Dataset = Iterable[Mapping[str, Any]]  # a list of dicts, a datasets.Dataset, ...
@@ -123,7 +123,7 @@ def build_run(model: Any = None, train_dataset: Dataset | None = None, reward_fu
         if tokenizer is None or isinstance(tokenizer, (str, Path)):
             raise ConfigError("A model object needs its tokenizer object: rlvr.train(model=model, tokenizer=tokenizer, "
                               "...).")
-        from rlvr.models import save_pretrained
+        from rlvr.models.loading import save_pretrained
 
         save_pretrained(model, tokenizer, run_dir / "initial-model")
         set_value(data, "model.name", str(run_dir / "initial-model"), origins)
@@ -161,9 +161,9 @@ def train(model: Any = None, train_dataset: Dataset | None = None, reward_funcs:
     steps=50, optim={"lr": 1e-6}, **{"rollout.max_new_tokens": 512}. output_dir= sets tracking.output_dir.
     resume: 'auto' or a checkpoint directory, as `rlvr train --resume`.
     """
-    from rlvr.checkpoint import list_checkpoints
     from rlvr.distributed import end_processes
-    from rlvr.trainer import Trainer
+    from rlvr.training.checkpoint import list_checkpoints
+    from rlvr.training.trainer import Trainer
 
     cfg = build_run(model, train_dataset, reward_funcs, **kwargs)
     try:
@@ -179,7 +179,7 @@ def sft(model: Any = None, train_dataset: Dataset | None = None, *, completion_c
         **kwargs: Any) -> Path:
     """Supervised cold start on (prompt, completion) rows; returns the saved model directory (give it to
     `train(model=...)`). Takes train()'s model, tokenizer, config, prompt_column, output_dir and overrides."""
-    from rlvr.sft import run_sft
+    from rlvr.training.sft import run_sft
 
     prompt_column = kwargs.pop("prompt_column", "prompt")
     cfg = build_run(model, None, None, **kwargs)

@@ -12,8 +12,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from rlvr.config import RECIPES, RunConfig, load_config
-from rlvr.evaluation import eval_settings, evaluate_model
+from rlvr.config.schema import RECIPES, RunConfig, load_config
+from rlvr.evaluation.evaluate import eval_settings, evaluate_model
 
 RECIPE = RECIPES / "quickstart.yaml"
 
@@ -26,9 +26,9 @@ def evaluate_checkpoint(cfg: RunConfig, model_dir: str, num_problems: int) -> fl
 
 def run_quickstart(seed: int = 0, output_dir: str = "runs/quickstart", overrides: list[str] | None = None,
                    recipe: str | Path = RECIPE) -> dict:
-    from rlvr.plotting import plot_rl_curves
-    from rlvr.sft import run_sft
-    from rlvr.trainer import Trainer
+    from rlvr.reporting.plotting import plot_rl_curves
+    from rlvr.training.sft import run_sft
+    from rlvr.training.trainer import Trainer
 
     start = time.perf_counter()
     console = Console()

@@ -14,12 +14,12 @@ import torch
 import torch.distributed as dist
 
 from rlvr.algorithms import KL_ESTIMATORS, POLICY_LOSSES
-from rlvr.batch import RolloutBatch
-from rlvr.config import AlgorithmConfig, TinyModelConfig
+from rlvr.config.schema import AlgorithmConfig, TinyModelConfig
 from rlvr.distributed import rank, sum_gradients
-from rlvr.models import build_tiny_model, train_tokenizer
+from rlvr.models.loading import build_tiny_model, train_tokenizer
 from rlvr.rollout.base import Completion
-from rlvr.update import LossSetup, accumulate_gradients
+from rlvr.training.batch import RolloutBatch
+from rlvr.training.update import LossSetup, accumulate_gradients
 
 MODES = ["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"]
 

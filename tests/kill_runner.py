@@ -1,5 +1,5 @@
 """Fault injection: `python tests/kill_runner.py PHASE N train ARGS...` runs `rlvr train ARGS...` and SIGKILLs
-itself right after the N-th call of PHASE, one of the steps rlvr.checkpoint takes to write a checkpoint."""
+itself right after the N-th call of PHASE, one of the steps rlvr.training.checkpoint takes to write a checkpoint."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import os
 import signal
 import sys
 
-import rlvr.checkpoint as checkpoint
-from rlvr.cli import main
+import rlvr.training.checkpoint as checkpoint
+from rlvr.cli.main import main
 
 # In the order a save runs them: model files, trainer state, manifest, COMPLETE marker, rename into place,
 # deletion of an old checkpoint, retention as a whole.

@@ -9,10 +9,10 @@ from dataclasses import replace
 import pytest
 import torch
 
-from rlvr.config import build_config
+from rlvr.config.schema import build_config
 from rlvr.errors import ConfigError
 from rlvr.rollout.workers import AsyncCollector
-from rlvr.trainer import Trainer
+from rlvr.training.trainer import Trainer
 
 
 def _rows(out):

@@ -8,8 +8,8 @@ import json
 import pytest
 
 from rlvr.errors import ConfigError, DataError
-from rlvr.models import train_tokenizer
-from rlvr.prompts import PromptEncoder, prompt_token_limit
+from rlvr.models.loading import train_tokenizer
+from rlvr.models.prompts import PromptEncoder, prompt_token_limit
 from rlvr.tasks import make_task
 from rlvr.tasks.dataset import read_rows
 

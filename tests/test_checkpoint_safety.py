@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 from safetensors.torch import load_file
 
-import rlvr.checkpoint as checkpoint
-from rlvr.checkpoint import checkpoint_damage, list_checkpoints, load_state, resolve_resume, save_checkpoint
-from rlvr.config import TinyModelConfig
+import rlvr.training.checkpoint as checkpoint
+from rlvr.config.schema import TinyModelConfig
 from rlvr.errors import RlvrError
-from rlvr.models import build_tiny_model, train_tokenizer
+from rlvr.models.loading import build_tiny_model, train_tokenizer
+from rlvr.training.checkpoint import checkpoint_damage, list_checkpoints, load_state, resolve_resume, save_checkpoint
 
 
 @pytest.fixture(scope="module")

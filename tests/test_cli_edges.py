@@ -14,8 +14,8 @@ import yaml
 from conftest import FAST, ROOT, merge, rlvr_command
 
 from rlvr import __version__
-from rlvr.cli import build_parser, parse_args
-from rlvr.config import build_config, load_config
+from rlvr.cli.main import build_parser, parse_args
+from rlvr.config.schema import build_config, load_config
 from rlvr.errors import ConfigError, DataError, RlvrError
 
 
@@ -66,7 +66,7 @@ def test_resume_from_a_missing_path_says_it_does_not_exist(tmp_path):
 
 
 def test_resume_auto_without_a_checkpoint_refuses_to_overwrite_a_run(fast_config, tmp_path):
-    from rlvr.trainer import Trainer
+    from rlvr.training.trainer import Trainer
 
     cfg = build_config(fast_config(steps=1))
     Trainer(cfg).fit()
@@ -131,7 +131,7 @@ def test_offline_hub_name_fails_at_once_with_how_to_use_a_local_directory(tmp_pa
 
 
 def test_eval_takes_a_run_directory_or_checkpoint_and_reuses_its_config(fast_config, tmp_path):
-    from rlvr.trainer import Trainer
+    from rlvr.training.trainer import Trainer
 
     Trainer(build_config(fast_config(steps=1))).fit()
     run = tmp_path / "run"
@@ -144,7 +144,7 @@ def test_eval_takes_a_run_directory_or_checkpoint_and_reuses_its_config(fast_con
 
 
 def test_sft_uses_every_row_when_asked_for_more(fast_config, tmp_path, capsys):
-    from rlvr.sft import demonstrations
+    from rlvr.training.sft import demonstrations
 
     path = tmp_path / "d.jsonl"
     path.write_text("".join(json.dumps({"prompt": f"{i}+1=", "answer": str(i + 1), "sol": str(i + 1)}) + "\n"

@@ -6,12 +6,12 @@ import re
 
 from conftest import ROOT
 
-from rlvr.config_docs import config_reference
+from rlvr.config.docs import config_reference
 
 
 def test_docs_config_md_is_current():
     assert (ROOT / "docs" / "config.md").read_text() == config_reference(), (
-        "docs/config.md is stale: regenerate it with `python -m rlvr.config_docs > docs/config.md`")
+        "docs/config.md is stale: regenerate it with `python -m rlvr.config.docs > docs/config.md`")
 
 
 def test_every_key_has_a_type_default_and_meaning():
@@ -21,4 +21,4 @@ def test_every_key_has_a_type_default_and_meaning():
                 "tracking.console", "model.chat_template_kwargs", "plugins", "data.tasks[].args"):
         assert key in keys, key
     blank = [key for key, row in keys.items() if row.rstrip().endswith("|  |")]
-    assert not blank, f"keys without a description in rlvr/config.py: {blank}"
+    assert not blank, f"keys without a description in rlvr/config/schema.py: {blank}"

@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from rlvr.config import TinyModelConfig, build_config
+from rlvr.config.schema import TinyModelConfig, build_config
 from rlvr.errors import DataError
-from rlvr.models import build_tiny_model, save_pretrained, train_tokenizer
-from rlvr.prompts import PromptEncoder
+from rlvr.models.loading import build_tiny_model, save_pretrained, train_tokenizer
+from rlvr.models.prompts import PromptEncoder
 from rlvr.tasks import make_task
 
 # A Qwen3-like template: `enable_thinking=False` closes an empty think block after the generation prompt.
@@ -47,7 +47,7 @@ def expected_messages(prompt) -> list[dict]:
 
 def test_conversational_prompts_reach_the_model_as_the_chat_template_renders_them(chat_model, fast_config,
                                                                                   tmp_path):
-    from rlvr.trainer import Trainer
+    from rlvr.training.trainer import Trainer
 
     model_dir, tokenizer = chat_model
     path = tmp_path / "chat.jsonl"

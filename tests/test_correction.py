@@ -16,13 +16,13 @@ from rlvr.algorithms.correction import (
     rollout_correction,
     truncate,
 )
-from rlvr.batch import RolloutBatch
-from rlvr.config import AlgorithmConfig, TinyModelConfig, build_config
+from rlvr.config.schema import AlgorithmConfig, TinyModelConfig, build_config
 from rlvr.errors import ConfigError
-from rlvr.logprobs import completion_logprobs
-from rlvr.models import build_tiny_model, train_tokenizer
+from rlvr.models.loading import build_tiny_model, train_tokenizer
+from rlvr.models.logprobs import completion_logprobs
 from rlvr.rollout import SamplingParams, make_engine
-from rlvr.update import LossSetup, accumulate_gradients
+from rlvr.training.batch import RolloutBatch
+from rlvr.training.update import LossSetup, accumulate_gradients
 
 # Fixed inputs: trainer (old/proximal) and rollout logprobs of three sequences with 4, 3 and 2 valid tokens.
 TRAINER = torch.tensor([[-0.5, -1.2, -0.1, -2.0], [-0.3, -0.9, -3.0, -0.7], [-1.0, -0.2, -0.4, -0.05]],
@@ -203,7 +203,7 @@ def test_bypass_takes_the_ratio_against_the_rollout_policy(mismatched):
 
 
 def test_trainer_logs_the_correction(fast_config):
-    from rlvr.trainer import Trainer
+    from rlvr.training.trainer import Trainer
 
     cfg = build_config(fast_config(steps=2, algorithm={"rollout_correction": {"preset": "icepop", "loss": "bypass"}}))
     trainer = Trainer(cfg)

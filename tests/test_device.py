@@ -3,9 +3,9 @@
 import pytest
 import torch
 
-from rlvr.config import build_config
+from rlvr.config.schema import build_config
 from rlvr.errors import ConfigError, RlvrError
-from rlvr.models import resolve_device
+from rlvr.models.loading import resolve_device
 
 
 def test_model_device_values():

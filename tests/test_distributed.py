@@ -14,13 +14,13 @@ import torch
 from conftest import ROOT
 from safetensors.torch import load_file
 
-from rlvr.checkpoint import list_checkpoints, load_state
-from rlvr.config import build_config
+from rlvr.config.schema import build_config
 from rlvr.distributed import shard
 from rlvr.errors import ConfigError
-from rlvr.models import build_tiny_model, train_tokenizer
+from rlvr.models.loading import build_tiny_model, train_tokenizer
 from rlvr.rollout import SamplingParams, group_generator, make_engine
-from rlvr.trainer import check_data_parallel
+from rlvr.training.checkpoint import list_checkpoints, load_state
+from rlvr.training.trainer import check_data_parallel
 
 # The quickstart's task and algorithm on a smaller model, with a length reward so every group has reward variance
 # from the first step (the untrained model never adds correctly) and two mini-batches per step.
@@ -169,7 +169,7 @@ def test_shards_keep_groups_whole_and_cover_every_group(monkeypatch):
 
 def test_a_group_samples_the_same_completions_whichever_batch_it_is_in():
     tok = train_tokenizer([f"{a}+{b}={a + b}" for a in range(10) for b in range(10)], 40)
-    from rlvr.config import TinyModelConfig
+    from rlvr.config.schema import TinyModelConfig
 
     model = build_tiny_model(TinyModelConfig(hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32), tok, 0)
     engine = make_engine("hf", model, tok, 64)

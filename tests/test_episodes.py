@@ -11,20 +11,20 @@ import torch
 
 from rlvr.algorithms import KL_ESTIMATORS, POLICY_LOSSES
 from rlvr.algorithms.advantages import discounted_returns
-from rlvr.batch import RolloutBatch
-from rlvr.config import AlgorithmConfig, EnvConfig, RunConfig, TinyModelConfig
+from rlvr.config.schema import AlgorithmConfig, EnvConfig, RunConfig, TinyModelConfig
 from rlvr.envs.base import REWARD_RULES, episode_verdict
 from rlvr.envs.render import ChatRenderer
 from rlvr.envs.task import EnvTask
 from rlvr.errors import ConfigError
-from rlvr.logprobs import completion_logprobs
-from rlvr.models import build_tiny_model, train_tokenizer
-from rlvr.prompts import PromptEncoder
+from rlvr.models.loading import build_tiny_model, train_tokenizer
+from rlvr.models.logprobs import completion_logprobs
+from rlvr.models.prompts import PromptEncoder
 from rlvr.rollout import SamplingParams, group_generator
 from rlvr.rollout.episodes import EpisodeRunner
 from rlvr.rollout.hf import HFRolloutEngine
 from rlvr.tasks import make_task, make_tasks
-from rlvr.update import LossSetup, accumulate_gradients
+from rlvr.training.batch import RolloutBatch
+from rlvr.training.update import LossSetup, accumulate_gradients
 
 # A ChatML template with a tool role (written for these tests), on a tokenizer trained here.
 CHATML = (
@@ -337,7 +337,7 @@ def test_tag_calls_for_models_without_a_template():
 # -------------------------------------------------------------------------------------- trainer and eval
 
 def test_an_environment_task_trains_through_the_trainer(fast_config):
-    from rlvr.trainer import Trainer
+    from rlvr.training.trainer import Trainer
 
     task = {"name": "arithmetic", "args": {"max_operand": 9, "eval_size": 10},
             "env": {"name": "try_again", "max_turns": 3, "max_tokens": 24}}
@@ -354,7 +354,7 @@ def test_a_skyrl_gym_environment_trains_for_a_few_steps(fast_config):
     pytest.importorskip("skyrl_gym")
     import json as _json
 
-    from rlvr.trainer import Trainer
+    from rlvr.training.trainer import Trainer
 
     task = {"name": "arithmetic", "args": {"max_operand": 9, "eval_size": 10},
             "env": {"name": "skyrl", "args": {"id": "gsm8k_multi_turn", "extras": {"max_turns": 3}}, "max_turns": 3,
@@ -368,7 +368,7 @@ def test_a_skyrl_gym_environment_trains_for_a_few_steps(fast_config):
 
 
 def test_evaluation_of_an_environment_reports_pass_at_k_over_episodes_and_turns(chat_policy):
-    from rlvr.evaluation import EvalSettings, run_evaluation, training_metrics
+    from rlvr.evaluation.evaluate import EvalSettings, run_evaluation, training_metrics
     from rlvr.rewards.composite import RewardComposer
     from rlvr.rewards.pool import RewardPool
 
@@ -384,7 +384,7 @@ def test_evaluation_of_an_environment_reports_pass_at_k_over_episodes_and_turns(
     # The environment's own metrics, over the 12 sampled episodes (the greedy ones are not sampled).
     assert 1 < metrics["eval/episode/attempts"] <= 3 and 0 <= metrics["eval/episode/first_attempt_success"] <= 1
     assert "eval/episode/second_attempt_success" in metrics
-    from rlvr.eval_report import markdown, report_data
+    from rlvr.evaluation.report import markdown, report_data
 
     data = report_data("arithmetic", settings, [("policy", "path", run)])
     assert data["models"][0]["episode_metrics"] == run.episode_metrics()
@@ -393,7 +393,7 @@ def test_evaluation_of_an_environment_reports_pass_at_k_over_episodes_and_turns(
 
 
 def test_evaluation_pools_episode_metrics_over_the_episodes_each_applies_to():
-    from rlvr.evaluation import EvalRun, EvalSettings, ProblemResult, _add_episode_metrics
+    from rlvr.evaluation.evaluate import EvalRun, EvalSettings, ProblemResult, _add_episode_metrics
     from rlvr.rollout.base import Completion
 
     def episode(first: float, second: float) -> Completion:
@@ -409,7 +409,7 @@ def test_evaluation_pools_episode_metrics_over_the_episodes_each_applies_to():
 
 
 def test_sft_on_conversations_trains_assistant_turns_only(tmp_path):
-    from rlvr.sft import encode_conversations, sft_loss
+    from rlvr.training.sft import encode_conversations, sft_loss
 
     tok = chat_tokenizer()
     encode = PromptEncoder(tok)

@@ -14,15 +14,15 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, rlvr_command
 
-from rlvr.checkpoint import BEST, best_model_info
-from rlvr.config import TinyModelConfig, build_config
+from rlvr.cli.eval import model_labels, parse_ks
+from rlvr.config.schema import TinyModelConfig, build_config
 from rlvr.errors import ConfigError, RlvrError
-from rlvr.estimators import avg_at_k, bootstrap_ci, majority_at_k, pass_at_k
-from rlvr.eval_cli import model_labels, parse_ks
-from rlvr.evaluation import answer_classes
-from rlvr.models import build_tiny_model, save_pretrained, train_tokenizer
+from rlvr.evaluation.estimators import avg_at_k, bootstrap_ci, majority_at_k, pass_at_k
+from rlvr.evaluation.evaluate import answer_classes
+from rlvr.models.loading import build_tiny_model, save_pretrained, train_tokenizer
 from rlvr.tasks import make_task
-from rlvr.trainer import Trainer
+from rlvr.training.checkpoint import BEST, best_model_info
+from rlvr.training.trainer import Trainer
 
 
 def brute_pass(n: int, c: int, k: int) -> Fraction:

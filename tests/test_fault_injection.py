@@ -19,7 +19,7 @@ from conftest import FAST, ROOT, merge
 from kill_runner import PHASES
 from safetensors.torch import load_file
 
-from rlvr.checkpoint import checkpoint_damage, list_checkpoints, load_state
+from rlvr.training.checkpoint import checkpoint_damage, list_checkpoints, load_state
 
 
 def _env() -> dict[str, str]:

@@ -17,8 +17,8 @@ import torch
 from conftest import FAST, ROOT, merge
 from safetensors.torch import load_file
 
-from rlvr.checkpoint import list_checkpoints
-from rlvr.interrupts import StopRequests
+from rlvr.training.checkpoint import list_checkpoints
+from rlvr.training.interrupts import StopRequests
 
 STEPS = 4
 

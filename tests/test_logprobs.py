@@ -3,9 +3,9 @@
 import pytest
 import torch
 
-from rlvr.config import TinyModelConfig
-from rlvr.logprobs import TokenLogprobs, completion_logprobs
-from rlvr.models import build_tiny_model, train_tokenizer
+from rlvr.config.schema import TinyModelConfig
+from rlvr.models.loading import build_tiny_model, train_tokenizer
+from rlvr.models.logprobs import TokenLogprobs, completion_logprobs
 
 
 @pytest.mark.parametrize("temperature", [1.0, 0.7])

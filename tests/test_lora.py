@@ -9,9 +9,9 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from rlvr.config import build_config
-from rlvr.lora import ADAPTER_DIR
-from rlvr.trainer import Trainer
+from rlvr.config.schema import build_config
+from rlvr.models.lora import ADAPTER_DIR
+from rlvr.training.trainer import Trainer
 
 pytest.importorskip("peft")
 
@@ -25,7 +25,7 @@ def test_lora_trains_only_adapters_saves_adapter_and_merged_model_and_loads_no_r
                 "rewards": {"functions": [{"function": "task"}, {"function": length_reward}]}}
     cfg = build_config(fast_config(**settings))
     loads = []
-    import rlvr.trainer as trainer_module
+    import rlvr.training.trainer as trainer_module
 
     real_load = trainer_module.load_model
     monkeypatch.setattr(trainer_module, "load_model", lambda *a, **k: loads.append(k.get("name")) or real_load(*a, **k))

@@ -12,11 +12,11 @@ import pytest
 
 pytest.importorskip("math_verify", reason="math verification needs the 'math' extra")
 
-from rlvr.cli import main  # noqa: E402
+from rlvr.cli.main import main  # noqa: E402
 from rlvr.errors import DataError  # noqa: E402
+from rlvr.evaluation.verifier_audit import read_audit_rows, run_audit, summary  # noqa: E402
 from rlvr.rewards.pool import RewardPool, RewardRequest  # noqa: E402
 from rlvr.tasks import TASKS, make_task  # noqa: E402
-from rlvr.verifiers.audit import read_audit_rows, run_audit, summary  # noqa: E402
 from rlvr.verifiers.extraction import answer_line, extract_answer, final_number, last_boxed  # noqa: E402
 from rlvr.verifiers.math import answers_match, math_score  # noqa: E402
 from rlvr.verifiers.normalize import normalize_answer  # noqa: E402

@@ -11,7 +11,7 @@ import textwrap
 import pytest
 from conftest import FAST, ROOT, merge
 
-from rlvr.config import build_config, load_config
+from rlvr.config.schema import build_config, load_config
 from rlvr.errors import ConfigError
 
 PLUGIN = textwrap.dedent('''
@@ -95,7 +95,7 @@ def plugin_file(tmp_path):
 
 
 def test_a_plugin_file_registers_parts_a_run_uses(plugin_file, fast_config):
-    from rlvr.trainer import Trainer
+    from rlvr.training.trainer import Trainer
 
     cfg = build_config(fast_config(steps=2, plugins=[str(plugin_file)], **SETTINGS))
     module = next(m for name, m in sys.modules.items() if name.startswith("rlvr_plugin_my_parts_"))

@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 
 from rlvr.algorithms import PRESETS
-from rlvr.config import build_config
+from rlvr.config.schema import build_config
 from rlvr.rewards.shaping import overlong_penalty
-from rlvr.trainer import Trainer
+from rlvr.training.trainer import Trainer
 
 LOGGED = ["actor/clip_frac_low", "actor/clip_frac_high", "tokens/selected_frac", "actor/ppo_kl", "actor/kl_ref",
           "actor/entropy", "advantage/zero_frac"]

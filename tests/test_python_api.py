@@ -11,7 +11,7 @@ import pytest
 from conftest import FAST, ROOT, merge
 
 import rlvr
-from rlvr.cli import main
+from rlvr.cli.main import main
 from rlvr.errors import ConfigError, DataError, RlvrError
 
 ROWS = [{"prompt": f"{a}+{b}=", "answer": str(a + b), "a": a} for a in range(5) for b in range(5)]
@@ -70,8 +70,8 @@ def test_failing_and_hanging_callables_are_counted_and_stop_the_run_past_the_bud
 
 def test_datasets_dataset_and_a_model_object(tmp_path):
     datasets = pytest.importorskip("datasets")
-    from rlvr.config import TinyModelConfig
-    from rlvr.models import build_tiny_model, train_tokenizer
+    from rlvr.config.schema import TinyModelConfig
+    from rlvr.models.loading import build_tiny_model, train_tokenizer
 
     tokenizer = train_tokenizer([f"{r['prompt']}{r['answer']}" for r in ROWS], 40)
     model = build_tiny_model(TinyModelConfig(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64),

@@ -14,10 +14,10 @@ import pytest
 import torch
 from conftest import ROOT, rlvr_command
 
-from rlvr.config import build_config
+from rlvr.config.schema import build_config
 from rlvr.errors import DataError, RlvrError
 from rlvr.tracking import MetricsLogger
-from rlvr.trainer import Trainer
+from rlvr.training.trainer import Trainer
 
 
 def rows_of(run_dir) -> list[dict]:
@@ -134,7 +134,7 @@ def test_read_only_output_dir_is_refused(fast_config, tmp_path):
 
 def test_full_disk_is_refused_before_any_compute(fast_config, monkeypatch):
     cfg = build_config(fast_config())
-    monkeypatch.setattr("rlvr.resources.shutil.disk_usage", lambda path: shutil._ntuple_diskusage(10**9, 10**9, 1000))
+    monkeypatch.setattr("rlvr.training.resources.shutil.disk_usage", lambda path: shutil._ntuple_diskusage(10**9, 10**9, 1000))
     with pytest.raises(RlvrError, match=r"Not enough disk space for a checkpoint in .*: 0\.00 GiB free, one checkpoint "
                                         r"needs about 0\.00 GiB \(weights plus optimizer state\)"):
         Trainer(cfg)

@@ -5,12 +5,12 @@ from pathlib import Path
 
 import pytest
 
-from rlvr.cli import main
-from rlvr.config import build_config
+from rlvr.cli.main import main
+from rlvr.config.schema import build_config
 from rlvr.rewards.failures import FailureBudget, RewardFailure
 from rlvr.rewards.pool import RewardPool, RewardRequest
 from rlvr.tasks import make_task
-from rlvr.trainer import Trainer
+from rlvr.training.trainer import Trainer
 
 FLAKY = textwrap.dedent(
     """

@@ -10,9 +10,9 @@ import tempfile
 import pytest
 from conftest import FAST, merge
 
-from rlvr.cli import main
-from rlvr.config import build_config
-from rlvr.trainer import Trainer
+from rlvr.cli.main import main
+from rlvr.config.schema import build_config
+from rlvr.training.trainer import Trainer
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 

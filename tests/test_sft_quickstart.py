@@ -3,9 +3,9 @@ import json
 import pytest
 import torch
 
-from rlvr.config import build_config
-from rlvr.models import load_tokenizer
-from rlvr.sft import run_sft, sft_loss
+from rlvr.config.schema import build_config
+from rlvr.models.loading import load_tokenizer
+from rlvr.training.sft import run_sft, sft_loss
 
 
 def test_sft_from_jsonl_learns_its_completions_and_masks_the_prompt(fast_config, tmp_path):

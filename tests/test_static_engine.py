@@ -19,8 +19,8 @@ from transformers import (
     Qwen3ForCausalLM,
 )
 
-from rlvr.logprobs import completion_logprobs
-from rlvr.models import train_tokenizer
+from rlvr.models.loading import train_tokenizer
+from rlvr.models.logprobs import completion_logprobs
 from rlvr.rollout import SamplingParams, group_generator, make_engine
 from rlvr.rollout.hf import HFRolloutEngine
 from rlvr.rollout.static import StaticCacheEngine
@@ -228,8 +228,8 @@ def test_other_architectures_fall_back_to_the_hf_engine_with_a_message(tokenizer
 
 
 def test_training_with_the_static_engine_is_on_policy(fast_config):
-    from rlvr.config import build_config
-    from rlvr.trainer import Trainer
+    from rlvr.config.schema import build_config
+    from rlvr.training.trainer import Trainer
 
     cfg = build_config(fast_config(steps=2, rollout={"engine": "static"}))
     trainer = Trainer(cfg)

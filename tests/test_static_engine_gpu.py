@@ -5,8 +5,8 @@ import pytest
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
-from rlvr.logprobs import completion_logprobs
-from rlvr.models import train_tokenizer
+from rlvr.models.loading import train_tokenizer
+from rlvr.models.logprobs import completion_logprobs
 from rlvr.rollout import SamplingParams, group_generator, make_engine
 from rlvr.rollout.static import StaticCacheEngine
 

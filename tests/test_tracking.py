@@ -16,11 +16,11 @@ import pytest
 from conftest import ROOT, rlvr_command
 from test_trainer import rows_of
 
-from rlvr.config import build_config
+from rlvr.config.schema import build_config
 from rlvr.errors import ConfigError
-from rlvr.eval_checks import eval_setting_warnings
+from rlvr.evaluation.checks import eval_setting_warnings
 from rlvr.tasks import make_tasks
-from rlvr.trainer import Trainer
+from rlvr.training.trainer import Trainer
 
 STYLE = re.compile(r"\x1b\[[0-9;]*m")  # colours and weights
 CURSOR = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")  # redraws: each starts a new frame

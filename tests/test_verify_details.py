@@ -3,7 +3,7 @@ reference, or why scoring failed."""
 
 import json
 
-from rlvr.cli import main
+from rlvr.cli.main import main
 
 
 def write_rows(path, rows) -> str:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from rlvr.config import AlgorithmConfig
+from rlvr.config.schema import AlgorithmConfig
 from rlvr.registry import Registry
 
 ADVANTAGES: Registry = Registry("advantage estimator")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from rlvr.config import AlgorithmConfig
+from rlvr.config.schema import AlgorithmConfig
 from rlvr.registry import Registry
 
 POLICY_LOSSES: Registry = Registry("policy loss")

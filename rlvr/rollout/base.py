@@ -1,7 +1,7 @@
 """The rollout interface: prompts (token ids) in, n completions per prompt out, with the logprob of
 each sampled token.
 
-Logprobs convention (shared with the trainer, see `rlvr.logprobs`): a token's logprob is taken from
+Logprobs convention (shared with the trainer, see `rlvr.models.logprobs`): a token's logprob is taken from
 log_softmax(logits / temperature), the temperature-scaled distribution *before* top-k/top-p
 truncation. The trainer computes exactly the same quantity, so with top_p=1 and top_k=0 the
 sampling distribution and the one the trainer differentiates are identical (ratio 1 on-policy);

@@ -22,7 +22,7 @@ from rlvr.envs.base import REWARD_RULES, Environment, Message
 from rlvr.envs.render import ChatRenderer
 from rlvr.envs.task import EnvTask
 from rlvr.errors import DataError, RlvrError
-from rlvr.prompts import PromptEncoder
+from rlvr.models.prompts import PromptEncoder
 from rlvr.rollout.base import Completion, RolloutEngine, SamplingParams
 from rlvr.tasks.base import Problem, Task
 

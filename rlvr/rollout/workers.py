@@ -39,13 +39,13 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from rlvr.collect import CollectedStep, Group, staleness_metrics
 from rlvr.curriculum import prompt_key
 from rlvr.distributed import world_size
 from rlvr.envs.task import EnvTask
 from rlvr.errors import ConfigError, RlvrError
 from rlvr.rewards.composite import Scored, completion_fields
 from rlvr.rollout.base import group_generator, make_engine
+from rlvr.rollout.collect import CollectedStep, Group, staleness_metrics
 
 WEIGHT_SYNC_TIMEOUT_S = 600.0
 
@@ -179,7 +179,7 @@ class AsyncCollector:
         """The StepCollector's arguments (the in-process engine, per-group seeding flags and device are not used:
         workers build their own engine and seed each group by job) plus the policy, tokenizer, engine name and
         batch size the workers are built from."""
-        from rlvr.lora import is_lora
+        from rlvr.models.lora import is_lora
 
         if world_size() > 1:
             raise ConfigError("rollout.max_staleness > 0 runs with one trainer process for now; launch without "

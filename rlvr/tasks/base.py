@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlvr.errors import ConfigError
-from rlvr.prompts import prompt_text
+from rlvr.models.prompts import prompt_text
 from rlvr.registry import Registry
 from rlvr.verifiers.extraction import extract_answer
 
@@ -104,7 +104,7 @@ def with_environment(task: Task, env) -> Task:
     """`task` played as episodes when data.tasks[].env is set or the task names its own environment."""
     if env is None and task.environment is None:
         return task
-    from rlvr.config import EnvConfig
+    from rlvr.config.schema import EnvConfig
     from rlvr.envs.task import EnvTask
 
     return EnvTask(task, env if env is not None else EnvConfig(name=task.environment))

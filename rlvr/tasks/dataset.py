@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvr.errors import ConfigError, DataError, did_you_mean
-from rlvr.prompts import Prompt, conversation_problem
+from rlvr.models.prompts import Prompt, conversation_problem
 from rlvr.tasks.base import RESERVED_FIELDS, TASKS, Problem, Task
 
 BAD_ROW_POLICIES = ("error", "skip")

@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.text import Text
 
-from rlvr.run_facts import format_facts
+from rlvr.reporting.run_facts import format_facts
 
 KEY_METRICS = {"reward/mean": "reward", "accuracy": "acc", "eval/accuracy": "eval_acc", "actor/entropy": "entropy",
                "response_length/mean": "len", "perf/step_s": "s/step", "sft/loss": "loss"}

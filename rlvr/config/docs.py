@@ -1,6 +1,6 @@
 """docs/config.md from the config schema: every key with its type, default and meaning.
 
-    python -m rlvr.config_docs > docs/config.md
+    python -m rlvr.config.docs > docs/config.md
 
 A test compares the file with this output, so the reference cannot go stale."""
 
@@ -15,11 +15,11 @@ from annotated_types import Ge, Gt, Le, Lt, MinLen
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
-from rlvr.config import NamedPart, RunConfig
+from rlvr.config.schema import NamedPart, RunConfig
 
 HEADER = """# Configuration reference
 
-Generated from the schema in `rlvr/config.py` by `python -m rlvr.config_docs > docs/config.md`; a test fails
+Generated from the schema in `rlvr/config/schema.py` by `python -m rlvr.config.docs > docs/config.md`; a test fails
 when this file is stale. Set keys in a YAML recipe, as `key.sub=value` on the command line (anywhere after the
 recipe; list items by index: `data.tasks.0.args.path=x.jsonl`), or as keyword arguments of `rlvr.train`
 (`steps=50`, `optim={"lr": 1e-6}`, `**{"rollout.max_new_tokens": 512}`). `rlvr train RECIPE --dry-run` prints

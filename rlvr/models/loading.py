@@ -26,7 +26,7 @@ from transformers import (
 )
 from transformers.utils import logging as hf_logging
 
-from rlvr.config import ModelConfig, TinyModelConfig
+from rlvr.config.schema import ModelConfig, TinyModelConfig
 from rlvr.errors import RlvrError
 
 TINY = "tiny"
@@ -195,7 +195,7 @@ def save_pretrained(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, 
                     state_dict: dict[str, torch.Tensor] | None = None) -> None:
     """Write model and tokenizer so plain `from_pretrained` loads them (a LoRA model: merged, plus its adapter);
     `state_dict` gives the full weights of a model whose own parameters are shards (FSDP2)."""
-    from rlvr.lora import is_lora, save_lora
+    from rlvr.models.lora import is_lora, save_lora
 
     if is_lora(model):
         save_lora(model, tokenizer, path)

@@ -9,14 +9,14 @@ from rlvr.errors import RlvrError
 
 
 def _config(args):
-    from rlvr.config import load_config
+    from rlvr.config.schema import load_config
 
     return load_config(args.recipe, args.overrides)
 
 
 def cmd_train(args) -> None:
     from rlvr.distributed import end_processes
-    from rlvr.trainer import Trainer
+    from rlvr.training.trainer import Trainer
 
     cfg = _config(args)
     if args.dry_run:
@@ -32,7 +32,7 @@ def print_dry_run(cfg) -> None:
     """The resolved config and the run's facts (model size, task sizes, the first prompt as encoded)."""
     import yaml
 
-    from rlvr.run_facts import describe_run, format_facts
+    from rlvr.reporting.run_facts import describe_run, format_facts
 
     print("# resolved config")
     print(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False).rstrip())
@@ -42,7 +42,7 @@ def print_dry_run(cfg) -> None:
 
 
 def cmd_sft(args) -> None:
-    from rlvr.sft import run_sft
+    from rlvr.training.sft import run_sft
 
     print(f"saved {run_sft(_config(args))}")
 
@@ -54,13 +54,13 @@ def cmd_quickstart(args) -> None:
 
 
 def cmd_eval(args) -> None:
-    from rlvr.eval_cli import run_eval_command
+    from rlvr.cli.eval import run_eval_command
 
     run_eval_command(args)
 
 
 def cmd_report(args) -> None:
-    from rlvr.run_report import write_run_report
+    from rlvr.reporting.run_report import write_run_report
 
     print(f"wrote {write_run_report(args.run_dir, args.output)}")
 
@@ -94,8 +94,8 @@ def cmd_algorithms(args) -> None:
 
 
 def cmd_verify(args) -> None:
+    from rlvr.cli.verify import audit_command, score_command
     from rlvr.errors import ConfigError
-    from rlvr.verifiers.commands import audit_command, score_command
 
     if args.paths[0] == "audit":
         if len(args.paths) != 2:
@@ -109,7 +109,7 @@ def cmd_verify(args) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     from rlvr import __version__
-    from rlvr.config import RECIPES, shipped_recipes
+    from rlvr.config.schema import RECIPES, shipped_recipes
 
     parser = argparse.ArgumentParser(prog="rlvr", description="RL from verifiable rewards for language models.")
     parser.add_argument("--version", action="version", version=f"rlvr {__version__}")
@@ -205,7 +205,7 @@ def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> argpa
 
 
 def main(argv: list[str] | None = None) -> int:
-    from rlvr.interrupts import TrainingInterrupted
+    from rlvr.training.interrupts import TrainingInterrupted
 
     args = parse_args(build_parser(), argv)
     try:

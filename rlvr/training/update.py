@@ -15,11 +15,11 @@ import torch
 
 from rlvr.algorithms import aggregate
 from rlvr.algorithms.correction import CorrectionSpec, rollout_correction
-from rlvr.batch import RolloutBatch
-from rlvr.config import AlgorithmConfig
+from rlvr.config.schema import AlgorithmConfig
 from rlvr.distributed import all_reduce_sum
 from rlvr.errors import RlvrError
-from rlvr.logprobs import completion_logprobs
+from rlvr.models.logprobs import completion_logprobs
+from rlvr.training.batch import RolloutBatch
 
 
 @dataclass

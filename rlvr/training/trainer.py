@@ -27,20 +27,7 @@ from rlvr.algorithms import (
     overlong_mask,
 )
 from rlvr.algorithms.correction import ratio_summary
-from rlvr.batch import RolloutBatch
-from rlvr.checkpoint import (
-    best_model_info,
-    discard_best_model,
-    list_checkpoints,
-    load_state,
-    resolve_resume,
-    save_best_model,
-    save_checkpoint,
-    set_rng_state,
-    write_dir_atomically,
-)
-from rlvr.collect import Group, make_collector
-from rlvr.config import RunConfig, dump_config
+from rlvr.config.schema import RunConfig, dump_config
 from rlvr.curriculum import CurriculumStats, GroupOutcome, make_filter, make_sampler, prompt_key
 from rlvr.distributed import (
     all_gather_objects,
@@ -54,26 +41,39 @@ from rlvr.distributed import (
     world_size,
 )
 from rlvr.errors import ConfigError, RlvrError
-from rlvr.eval_checks import eval_setting_warnings
-from rlvr.evaluation import eval_settings, run_evaluation, training_metrics
-from rlvr.interrupts import StopRequests, TrainingInterrupted
-from rlvr.logprobs import completion_logprobs
-from rlvr.lora import add_lora, is_lora, load_lora
-from rlvr.models import TINY, load_model, load_policy, load_tokenizer, save_pretrained
-from rlvr.parallel import make_parallel, start_processes
-from rlvr.prompts import PromptEncoder, prompt_token_limit
-from rlvr.resources import checkpoint_bytes, ensure_disk_space, ensure_writable_dir
+from rlvr.evaluation.checks import eval_setting_warnings
+from rlvr.evaluation.evaluate import eval_settings, run_evaluation, training_metrics
+from rlvr.models.loading import TINY, load_model, load_policy, load_tokenizer, save_pretrained
+from rlvr.models.logprobs import completion_logprobs
+from rlvr.models.lora import add_lora, is_lora, load_lora
+from rlvr.models.prompts import PromptEncoder, prompt_token_limit
+from rlvr.reporting.run_banner import end_facts, start_facts
 from rlvr.rewards.backends import make_reward_pool
 from rlvr.rewards.composite import RewardComposer, Scored
 from rlvr.rewards.failures import FailureBudget
 from rlvr.rewards.loading import check_reward_functions
 from rlvr.rollout import SamplingParams, make_engine
-from rlvr.run_banner import end_facts, start_facts
+from rlvr.rollout.collect import Group, make_collector
 from rlvr.sandbox.policy import prepare_sandbox
 from rlvr.tasks import make_tasks
 from rlvr.tracking import QuietLogger, run_logger
 from rlvr.tracking.completions import completion_rows, completions_due
-from rlvr.update import LossSetup, NonFiniteStreak, accumulate_gradients, step_if_finite
+from rlvr.training.batch import RolloutBatch
+from rlvr.training.checkpoint import (
+    best_model_info,
+    discard_best_model,
+    list_checkpoints,
+    load_state,
+    resolve_resume,
+    save_best_model,
+    save_checkpoint,
+    set_rng_state,
+    write_dir_atomically,
+)
+from rlvr.training.interrupts import StopRequests, TrainingInterrupted
+from rlvr.training.parallel import make_parallel, start_processes
+from rlvr.training.resources import checkpoint_bytes, ensure_disk_space, ensure_writable_dir
+from rlvr.training.update import LossSetup, NonFiniteStreak, accumulate_gradients, step_if_finite
 
 
 def seed_everything(seed: int) -> None:
@@ -529,7 +529,7 @@ class Trainer:
         the finished run."""
         if not self.cfg.tracking.report:
             return None
-        from rlvr.run_report import write_run_report
+        from rlvr.reporting.run_report import write_run_report
 
         try:
             return write_run_report(self.out)

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from rlvr.errors import RlvrError
-from rlvr.models import save_pretrained
+from rlvr.models.loading import save_pretrained
 
 STATE_FILE = "trainer_state.pt"
 MANIFEST = "MANIFEST.json"

@@ -26,7 +26,7 @@ from torch.distributed.checkpoint.state_dict import (
 )
 
 from rlvr.distributed import init_process_group, sum_gradients, world_size
-from rlvr.models import resolve_device
+from rlvr.models.loading import resolve_device
 
 FULL = StateDictOptions(full_state_dict=True, cpu_offload=True)
 
@@ -126,7 +126,7 @@ class FullyShardedV2(Replicated):
 
 
 def make_parallel(model: torch.nn.Module, strategy: str, device: str = "auto") -> Replicated:
-    """Place `model` on `device` (model.device, see rlvr.models.resolve_device) for data-parallel training under
+    """Place `model` on `device` (model.device, see rlvr.models.loading.resolve_device) for data-parallel training under
     `strategy` ('ddp' or 'fsdp2', see resolve_strategy), after `start_processes`."""
     return (FullyShardedV2 if strategy == "fsdp2" else Replicated)(model, resolve_device(device))
 

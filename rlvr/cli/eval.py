@@ -1,5 +1,5 @@
 """`rlvr eval MODEL... --task T --samples N`: evaluate saved models on the same problems, compare them, and
-write the report (rlvr.eval_report)."""
+write the report (rlvr.evaluation.report)."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def model_labels(paths: list[str], labels: str | None) -> list[str]:
 def model_directory(path: str) -> Path:
     """A saved HF model directory (a checkpoint such as RUN/checkpoints/step-N, best, sft), or a run directory's
     newest intact checkpoint."""
-    from rlvr.checkpoint import resolve_resume
+    from rlvr.training.checkpoint import resolve_resume
 
     p = Path(path)
     if (p / "config.json").is_file():
@@ -67,9 +67,9 @@ def run_config(model_dir: str) -> Path | None:
 
 
 def run_eval_command(args) -> None:
-    from rlvr.config import load_config
-    from rlvr.eval_report import report_data, write_report
-    from rlvr.evaluation import eval_settings, evaluate_model
+    from rlvr.config.schema import load_config
+    from rlvr.evaluation.evaluate import eval_settings, evaluate_model
+    from rlvr.evaluation.report import report_data, write_report
 
     if args.samples < 0 or args.num_problems < 1:
         raise ConfigError("--samples must be >= 0 and --num-problems >= 1.")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rlvr.config import RunConfig
+from rlvr.config.schema import RunConfig
 
 
 def parameter_counts(model) -> tuple[int, int]:
@@ -78,8 +78,8 @@ def describe_run(cfg: RunConfig) -> dict[str, str]:
     """The facts of the run `cfg` describes, built without training and without writing to its output
     directory: tasks are read and every prompt screened, a tiny model is built in memory, a hub or local model
     is counted from its config alone."""
-    from rlvr.models import TINY, check_model_reachable, load_policy, load_tokenizer
-    from rlvr.prompts import PromptEncoder, prompt_token_limit
+    from rlvr.models.loading import TINY, check_model_reachable, load_policy, load_tokenizer
+    from rlvr.models.prompts import PromptEncoder, prompt_token_limit
     from rlvr.tasks import make_tasks
 
     tasks = make_tasks(cfg.data.tasks, cfg.seed, cfg.data.bad_rows)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from rlvr.curriculum import CurriculumStats, GroupFilter, PromptSampler, prompt_key
 from rlvr.distributed import all_gather_objects, shard
-from rlvr.prompts import PromptEncoder
+from rlvr.models.prompts import PromptEncoder
 from rlvr.rewards.composite import RewardComposer, Scored, completion_fields
 from rlvr.rollout import Completion, RolloutEngine, SamplingParams, group_generator
 from rlvr.rollout.episodes import EpisodeRunner

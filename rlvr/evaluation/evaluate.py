@@ -12,9 +12,9 @@ from functools import cached_property
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from rlvr.config import RewardFunctionConfig, RunConfig
-from rlvr.estimators import avg_at_k, bootstrap_ci, majority_at_k, pass_at_k
-from rlvr.prompts import PromptEncoder
+from rlvr.config.schema import RewardFunctionConfig, RunConfig
+from rlvr.evaluation.estimators import avg_at_k, bootstrap_ci, majority_at_k, pass_at_k
+from rlvr.models.prompts import PromptEncoder
 from rlvr.rewards.composite import RewardComposer, completion_fields
 from rlvr.rollout.base import Completion, RolloutEngine, SamplingParams
 from rlvr.rollout.episodes import EpisodeRunner
@@ -248,7 +248,7 @@ def evaluate_model(cfg: RunConfig, model_dir: str, settings: EvalSettings, show_
     Sampling starts from seed cfg.seed, so a rerun reproduces the figures."""
     import torch
 
-    from rlvr.models import load_model, load_tokenizer, resolve_device
+    from rlvr.models.loading import load_model, load_tokenizer, resolve_device
     from rlvr.rewards.loading import check_reward_functions
     from rlvr.rewards.pool import RewardPool
     from rlvr.rollout import make_engine

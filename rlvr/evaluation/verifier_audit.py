@@ -17,14 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from rlvr.errors import DataError
+from rlvr.evaluation.offline_scoring import score_requests
 from rlvr.rewards.pool import RewardOutcome, RewardPool, RewardRequest
 from rlvr.tasks.dataset import read_rows
-from rlvr.verifiers.offline import score_requests
 
 JUDGES = {  # name -> reward function spec
-    "raw": "rlvr.verifiers.audit:raw_comparison",
+    "raw": "rlvr.evaluation.verifier_audit:raw_comparison",
     "completion": "rlvr.verifiers.math:math_score",
-    "math_verify": "rlvr.verifiers.audit:math_verify_alone",
+    "math_verify": "rlvr.evaluation.verifier_audit:math_verify_alone",
 }
 JUDGE_TITLES = {"raw": "rlvr answers_match", "completion": "rlvr math_score", "math_verify": "math-verify alone"}
 

@@ -9,7 +9,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from rlvr.config import parse_override
+from rlvr.config.schema import parse_override
 from rlvr.errors import ConfigError, RlvrError
 from rlvr.rewards.pool import RewardPool
 
@@ -58,7 +58,7 @@ def details(outcome, answer: str | None, reference: Any) -> str:
 
 
 def audit_command(path: str, workers: int, timeout_s: float, as_json: bool) -> None:
-    from rlvr.verifiers.audit import failing_rows, read_audit_rows, render, run_audit, summary
+    from rlvr.evaluation.verifier_audit import failing_rows, read_audit_rows, render, run_audit, summary
 
     rows = read_audit_rows(path)
     with RewardPool(workers, timeout_s) as pool:
@@ -71,7 +71,7 @@ def audit_command(path: str, workers: int, timeout_s: float, as_json: bool) -> N
 
 def score_command(path: str, task: str | None, verifier: str | None, overrides: list[str], workers: int,
                   timeout_s: float, as_json: bool) -> None:
-    from rlvr.verifiers.offline import score_file, task_verifier
+    from rlvr.evaluation.offline_scoring import score_file, task_verifier
 
     if not task and not verifier:
         raise ConfigError("rlvr verify needs --task NAME (see `rlvr tasks`) or --verifier module:function.")

@@ -763,7 +763,7 @@ def set_value(data: dict, key: str, value: Any, origins: Origins | None = None) 
     return _apply(data, [(key.split("."), value, text)], origins)
 
 
-RECIPES = Path(__file__).resolve().parent / "recipes"
+RECIPES = Path(__file__).resolve().parent.parent / "recipes"
 
 
 def shipped_recipes() -> list[str]:

@@ -7,7 +7,7 @@ import json
 from itertools import combinations
 from pathlib import Path
 
-from rlvr.evaluation import EvalRun, EvalSettings, ProblemResult
+from rlvr.evaluation.evaluate import EvalRun, EvalSettings, ProblemResult
 
 SHOWN_UIDS = 20  # problems listed by name in the report's boundary table
 SHOWN_PROBLEMS = 5  # problems whose kept completions the report shows
@@ -157,7 +157,7 @@ def completion_lines(data: dict) -> list[str]:
 
 def write_report(data: dict, out_dir: str | Path) -> list[Path]:
     """eval.json, report.md and the plots under out_dir; returns their paths."""
-    from rlvr.plotting import plot_boundary, plot_pass_at_k
+    from rlvr.reporting.plotting import plot_boundary, plot_pass_at_k
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
