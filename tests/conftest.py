@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,36 @@ FAST = {
     "rewards": {"num_workers": 1, "timeout_s": 5},
     "tracking": {"console": False, "tensorboard": "off", "report": False},
 }
+
+
+# The libraries whose deprecations rlvr must follow; their own frames are skipped when looking for the caller.
+DEPRECATING = ("torch", "transformers", "peft", "warnings", "functools", "contextlib")
+
+
+def called_from_rlvr(frame) -> bool:
+    """Whether the first frame above `frame` that is not torch's, transformers' or peft's own code is rlvr's: the
+    call that used the deprecated API was rlvr's (not a library's internal call, nor a test's)."""
+    while frame is not None:
+        module = frame.f_globals.get("__name__", "")
+        if module.split(".")[0] not in DEPRECATING:
+            return module == "rlvr" or module.startswith("rlvr.")
+        frame = frame.f_back
+    return False
+
+
+@pytest.fixture(autouse=True)
+def deprecations_from_rlvr_are_errors(monkeypatch):
+    """A DeprecationWarning or FutureWarning raised by a call in rlvr's code fails the test, at the call, so a
+    deprecation is seen the day it appears (pyproject's filterwarnings catches those attributed to rlvr itself; this
+    catches the ones torch and transformers attribute to their own frames, e.g. a deprecated forward keyword)."""
+    shown = warnings.showwarning
+
+    def check(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, (DeprecationWarning, FutureWarning)) and called_from_rlvr(sys._getframe(1)):
+            raise category(f"{message} (called from rlvr; use the replacement)")
+        return shown(message, category, filename, lineno, file, line)
+
+    monkeypatch.setattr(warnings, "showwarning", check)
 
 
 def merge(base: dict, extra: dict) -> dict:

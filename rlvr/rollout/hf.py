@@ -3,6 +3,8 @@ DynamicCache. Each prompt is prefilled once and its cache shared by its n sample
 
 from __future__ import annotations
 
+import functools
+import inspect
 from collections.abc import Callable
 
 import torch
@@ -19,6 +21,18 @@ def sample_tokens(probs: torch.Tensor, n: int, generators: list[torch.Generator]
         return torch.multinomial(probs, 1).squeeze(-1)
     return torch.cat([torch.multinomial(probs[i * n : (i + 1) * n], 1, generator=g).squeeze(-1)
                       for i, g in enumerate(generators)])
+
+
+def cache_keyword(model) -> str:
+    """The keyword under which the model's forward takes a KV cache object: `cache` in newer transformers releases,
+    `past_key_values` (deprecated there) in older ones. A peft model passes keywords on to its base model."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return _cache_keyword(type(base))
+
+
+@functools.cache
+def _cache_keyword(model_class: type) -> str:
+    return "cache" if "cache" in inspect.signature(model_class.forward).parameters else "past_key_values"
 
 
 def eos_ids(model, tokenizer) -> list[int]:
@@ -55,9 +69,10 @@ class HFRolloutEngine(BatchedEngine):
         ids, mask = ids.to(device), mask.to(device)
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         cache = DynamicCache(config=self.model.config)
+        cache_kw = cache_keyword(self.model)
         logits = self.model(
-            input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache, use_cache=True,
-            logits_to_keep=1,
+            input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1,
+            **{cache_kw: cache},
         ).logits[:, -1]
         # Share the prefill among the n samples of each prompt.
         if n > 1:
@@ -88,8 +103,8 @@ class HFRolloutEngine(BatchedEngine):
             if self.all_finished(bool(finished.all())) or step == params.max_new_tokens - 1:
                 break
             logits = self.model(
-                input_ids=tok[:, None], attention_mask=mask[:, : width + step + 1], position_ids=next_pos[:, None], past_key_values=cache,
-                use_cache=True,
+                input_ids=tok[:, None], attention_mask=mask[:, : width + step + 1], position_ids=next_pos[:, None],
+                use_cache=True, **{cache_kw: cache},
             ).logits[:, -1]
             next_pos = next_pos + 1
         tokens, logps = torch.stack(tokens, 1).tolist(), torch.stack(logps, 1).tolist()
