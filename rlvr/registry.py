@@ -1,4 +1,9 @@
-"""Name -> object registries, so variants plug in without touching the trainer."""
+"""Name -> object registries, so variants plug in without touching the trainer.
+
+Every registry is also listed by its kind (`registry_of("sampler")`), so the config schema can check a name
+against the registry that owns it without importing the plug-in package that fills it (the layers run one way).
+The built-in plug-in packages are imported by `rlvr/__init__.py`, so their registries are full whenever any part
+of rlvr is imported."""
 
 from __future__ import annotations
 
@@ -8,14 +13,18 @@ from typing import Generic, TypeVar
 from rlvr.errors import ConfigError, did_you_mean
 
 T = TypeVar("T")
+_BY_KIND: dict[str, Registry] = {}
 
 
 class Registry(Generic[T]):
     """A named collection of functions or classes with one-line descriptions."""
 
     def __init__(self, kind: str):
+        if kind in _BY_KIND:
+            raise ValueError(f"a registry of {kind} exists already")
         self.kind = kind
         self._items: dict[str, T] = {}
+        _BY_KIND[kind] = self
 
     def register(self, name: str) -> Callable[[T], T]:
         def add(obj: T) -> T:
@@ -44,3 +53,11 @@ class Registry(Generic[T]):
 
     def __contains__(self, name: str) -> bool:
         return name in self._items
+
+
+def registry_of(kind: str) -> Registry:
+    """The registry of `kind` (its `Registry(kind)` name, e.g. 'sampler', 'environment')."""
+    if kind not in _BY_KIND:
+        raise LookupError(f"no registry of {kind} is loaded (known: {', '.join(sorted(_BY_KIND))}); import rlvr, "
+                          "whose __init__ loads the built-in plug-in packages")
+    return _BY_KIND[kind]

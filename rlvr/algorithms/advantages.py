@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
-from rlvr.config.schema import AlgorithmConfig
 from rlvr.registry import Registry
+
+if TYPE_CHECKING:  # the settings' type only: the algorithms import nothing above them
+    from rlvr.config.schema import AlgorithmConfig
 
 ADVANTAGES: Registry = Registry("advantage estimator")
 

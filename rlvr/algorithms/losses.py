@@ -6,11 +6,15 @@ metrics. Every loss reports clip_frac_high, clip_frac_low (zeros where nothing i
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 from torch import Tensor
 
-from rlvr.config.schema import AlgorithmConfig
 from rlvr.registry import Registry
+
+if TYPE_CHECKING:  # the settings' type only: the algorithms import nothing above them
+    from rlvr.config.schema import AlgorithmConfig
 
 POLICY_LOSSES: Registry = Registry("policy loss")
 

@@ -32,7 +32,8 @@ def print_dry_run(cfg) -> None:
     """The resolved config and the run's facts (model size, task sizes, the first prompt as encoded)."""
     import yaml
 
-    from rlvr.reporting.run_facts import describe_run, format_facts
+    from rlvr.reporting.run_facts import describe_run
+    from rlvr.tracking.console import format_facts
 
     print("# resolved config")
     print(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False).rstrip())

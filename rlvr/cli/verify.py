@@ -77,7 +77,8 @@ def score_command(path: str, task: str | None, verifier: str | None, overrides: 
         raise ConfigError("rlvr verify needs --task NAME (see `rlvr tasks`) or --verifier module:function.")
     spec = verifier or task_verifier(task)
     if task:
-        from rlvr.sandbox.policy import minimum_isolation, prepare_sandbox
+        from rlvr.sandbox.policy import minimum_isolation
+        from rlvr.sandbox.run import prepare_sandbox
         from rlvr.tasks import TASKS
 
         prepare_sandbox(minimum_isolation(), [TASKS.get(task)])  # a code task: refuse before scoring anything

@@ -25,6 +25,7 @@ from pydantic import (
 )
 
 from rlvr.errors import ConfigError, did_you_mean
+from rlvr.registry import registry_of
 
 
 class Section(BaseModel):
@@ -102,9 +103,7 @@ class EnvConfig(Section):
 
     @model_validator(mode="after")
     def _known_environment(self) -> EnvConfig:
-        from rlvr.envs import ENVIRONMENTS
-
-        ENVIRONMENTS.get(self.name)
+        registry_of("environment").get(self.name)
         return self
 
 
@@ -150,11 +149,9 @@ class DataConfig(Section):
 
     @model_validator(mode="after")
     def _known_parts(self) -> DataConfig:
-        from rlvr.curriculum import GROUP_FILTERS, SAMPLERS
-
-        for key, registry, part in (("sampler", SAMPLERS, self.sampler), ("filter", GROUP_FILTERS, self.filter)):
+        for key, kind, part in (("sampler", "sampler", self.sampler), ("filter", "group filter", self.filter)):
             try:
-                registry.get(part.name)
+                registry_of(kind).get(part.name)
             except ConfigError as e:
                 raise ConfigError(f"data.{key}.name: {e}") from None
         return self
@@ -581,19 +578,19 @@ class RunConfig(Section):
         "directory); see docs/extending.md."))
     seed: int = Field(0, description="Seeds model initialisation (tiny), prompt sampling and generation.")
     steps: int = Field(100, gt=0, description="RL steps: each generates, scores and trains on one batch.")
-    model: ModelConfig = ModelConfig()
-    data: DataConfig = DataConfig()
-    rollout: RolloutConfig = RolloutConfig()
-    algorithm: AlgorithmConfig = AlgorithmConfig()
-    optim: OptimConfig = OptimConfig()
-    rewards: RewardsConfig = RewardsConfig()
-    tracking: TrackingConfig = TrackingConfig()
-    checkpoint: CheckpointConfig = CheckpointConfig()
-    eval: EvalConfig = EvalConfig()
-    sft: SFTConfig = SFTConfig()
-    distributed: DistributedConfig = DistributedConfig()
-    cluster: ClusterConfig = ClusterConfig()
-    sandbox: SandboxConfig = SandboxConfig()
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    data: DataConfig = Field(default_factory=DataConfig)
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+    algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig)
+    optim: OptimConfig = Field(default_factory=OptimConfig)
+    rewards: RewardsConfig = Field(default_factory=RewardsConfig)
+    tracking: TrackingConfig = Field(default_factory=TrackingConfig)
+    checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
+    eval: EvalConfig = Field(default_factory=EvalConfig)
+    sft: SFTConfig = Field(default_factory=SFTConfig)
+    distributed: DistributedConfig = Field(default_factory=DistributedConfig)
+    cluster: ClusterConfig = Field(default_factory=ClusterConfig)
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
 
     @model_validator(mode="after")
     def _preset_features(self) -> RunConfig:

@@ -3,5 +3,6 @@ See docs/environments.md."""
 
 from rlvr.envs import guess_number, skyrl_adapter, tool_use, try_again  # noqa: F401  (register the built-ins)
 from rlvr.envs.base import ENVIRONMENTS, REWARD_RULES, Environment, EnvStep, Outcome
+from rlvr.envs.task import EnvTask, make_tasks, with_environment
 
-__all__ = ["ENVIRONMENTS", "REWARD_RULES", "EnvStep", "Environment", "Outcome"]
+__all__ = ["ENVIRONMENTS", "REWARD_RULES", "EnvStep", "EnvTask", "Environment", "Outcome", "make_tasks", "with_environment"]

@@ -13,7 +13,7 @@ from rlvr.config.schema import EnvConfig
 from rlvr.envs.base import ENVIRONMENTS, Environment
 from rlvr.envs.render import PLAIN
 from rlvr.errors import ConfigError
-from rlvr.tasks.base import Problem, Task
+from rlvr.tasks.base import Problem, Task, make_task
 
 
 class EnvTask(Task):
@@ -61,3 +61,22 @@ class EnvTask(Task):
         yield from self.task.corpus(n)
         for hint in getattr(self.env_class, "corpus_hint", ()):
             yield from (template.format(content=hint) for template in PLAIN.values())
+
+
+def with_environment(task: Task, env) -> Task:
+    """`task` played as episodes when data.tasks[].env is set or the task names its own environment."""
+    if env is None and task.environment is None:
+        return task
+    return EnvTask(task, env if env is not None else EnvConfig(name=task.environment))
+
+
+def make_tasks(configs: list, seed: int, bad_rows: str = "error") -> list[Task]:
+    """The tasks of data.tasks; their labels must differ, since metrics and statistics are keyed by them."""
+    tasks = [with_environment(make_task(t.name, seed, t.args, bad_rows, t.label), getattr(t, "env", None))
+             for t in configs]
+    labels = [t.label for t in tasks]
+    repeated = sorted({label for label in labels if labels.count(label) > 1})
+    if repeated:
+        raise ConfigError(f"data.tasks: several tasks are labelled {', '.join(map(repr, repeated))}; give each a "
+                          "distinct `label` (used in per-source metrics).")
+    return tasks

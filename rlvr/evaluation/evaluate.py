@@ -15,7 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rlvr.config.schema import RewardFunctionConfig, RunConfig
 from rlvr.evaluation.estimators import avg_at_k, bootstrap_ci, majority_at_k, pass_at_k
 from rlvr.models.prompts import PromptEncoder
-from rlvr.rewards.composite import RewardComposer, completion_fields
+from rlvr.rewards.composite import RewardComposer
 from rlvr.rollout.base import Completion, RolloutEngine, SamplingParams
 from rlvr.rollout.episodes import EpisodeRunner
 from rlvr.tasks.base import Problem, Task
@@ -204,7 +204,7 @@ def run_evaluation(engine: RolloutEngine, encode: PromptEncoder, tasks: list[Tas
 
 def _score(composer: RewardComposer, work: list[tuple[Task, Problem]], results: list[ProblemResult],
            groups: list[list[Completion]], params: SamplingParams, keep: int = 0, episodes: bool = True) -> None:
-    scored = composer.score([(task, problem, c.text, completion_fields(c, params.max_new_tokens))
+    scored = composer.score([(task, problem, c.text, c.reward_fields(params.max_new_tokens))
                              for (task, problem), group in zip(work, groups) for c in group])
     verdicts = scored.correct.tolist()
     for i, ((task, _), result, group) in enumerate(zip(work, results, groups)):
@@ -248,12 +248,12 @@ def evaluate_model(cfg: RunConfig, model_dir: str, settings: EvalSettings, show_
     Sampling starts from seed cfg.seed, so a rerun reproduces the figures."""
     import torch
 
+    from rlvr.envs import make_tasks
     from rlvr.models.loading import load_model, load_tokenizer, resolve_device
     from rlvr.rewards.loading import check_reward_functions
     from rlvr.rewards.pool import RewardPool
     from rlvr.rollout import make_engine
-    from rlvr.sandbox.policy import prepare_sandbox
-    from rlvr.tasks import make_tasks
+    from rlvr.sandbox.run import prepare_sandbox
 
     tasks = make_tasks(cfg.data.tasks, cfg.seed, cfg.data.bad_rows)
     prepare_sandbox(cfg.sandbox.isolation, tasks)

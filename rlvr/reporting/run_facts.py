@@ -78,9 +78,9 @@ def describe_run(cfg: RunConfig) -> dict[str, str]:
     """The facts of the run `cfg` describes, built without training and without writing to its output
     directory: tasks are read and every prompt screened, a tiny model is built in memory, a hub or local model
     is counted from its config alone."""
+    from rlvr.envs import make_tasks
     from rlvr.models.loading import TINY, check_model_reachable, load_policy, load_tokenizer
     from rlvr.models.prompts import PromptEncoder, prompt_token_limit
-    from rlvr.tasks import make_tasks
 
     tasks = make_tasks(cfg.data.tasks, cfg.seed, cfg.data.bad_rows)
     if cfg.model.name == TINY:
@@ -96,14 +96,3 @@ def describe_run(cfg: RunConfig) -> dict[str, str]:
     for task in tasks:
         task.screen_prompts(encode)
     return run_facts(cfg, tasks, tokenizer, encode, parameters)
-
-
-def format_facts(facts: dict[str, str]) -> str:
-    """Aligned 'label  value' lines; a multi-line value is indented under its label."""
-    width = max(map(len, facts))
-    lines = []
-    for label, value in facts.items():
-        first, *rest = str(value).split("\n") or [""]
-        lines.append(f"{label:<{width}}  {first}")
-        lines += [f"{'':<{width}}  {line}" for line in rest]
-    return "\n".join(lines)

@@ -22,14 +22,7 @@ from rlvr.config.schema import RewardFunctionConfig
 from rlvr.rewards.callables import pickle_reward
 from rlvr.rewards.loading import resolve_function
 from rlvr.rewards.pool import RewardOutcome, RewardPool, RewardRequest
-from rlvr.rollout.base import Completion
 from rlvr.tasks.base import Problem, Task
-
-
-def completion_fields(completion: Completion, max_new_tokens: int) -> dict:
-    """What every reward function is handed about the completion besides its text."""
-    return {"completion_tokens": completion.policy_tokens, "truncated": completion.truncated, "max_new_tokens": max_new_tokens,
-            **completion.fields}
 
 
 @dataclass

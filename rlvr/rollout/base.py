@@ -49,6 +49,11 @@ class Completion:
         """How many of the tokens the policy sampled."""
         return len(self.token_ids) if self.policy_mask is None else sum(self.policy_mask)
 
+    def reward_fields(self, max_new_tokens: int) -> dict:
+        """What every reward function is handed about this completion besides its text."""
+        return {"completion_tokens": self.policy_tokens, "truncated": self.truncated, "max_new_tokens": max_new_tokens,
+                **self.fields}
+
 
 class RolloutEngine(Protocol):
     def generate(self, prompts: list[list[int]], params: SamplingParams,

@@ -5,35 +5,15 @@ groups the filter accepts, in as many generation rounds as the filter needs. The
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 from rlvr.curriculum import CurriculumStats, GroupFilter, PromptSampler, prompt_key
 from rlvr.distributed import all_gather_objects, shard
 from rlvr.models.prompts import PromptEncoder
-from rlvr.rewards.composite import RewardComposer, Scored, completion_fields
-from rlvr.rollout import Completion, RolloutEngine, SamplingParams, group_generator
+from rlvr.rewards.composite import RewardComposer, Scored
+from rlvr.rollout.base import RolloutEngine, SamplingParams, group_generator
 from rlvr.rollout.episodes import EpisodeRunner
-from rlvr.tasks import Problem, Task
-
-
-@dataclass
-class Group:
-    """The `n` samples of one prompt, scored."""
-
-    source: int  # index of the task in data.tasks
-    problem: Problem
-    prompt_ids: list[int]
-    completions: list[Completion]
-    scored: Scored  # this group's samples only (failure counts: those of its whole round)
-    version: int = 0  # policy version that generated it: the number of training steps its weights had taken
-
-
-@dataclass
-class CollectedStep:
-    trained: list[Group]  # prompts_per_step groups, in order
-    generated: list[Group]  # every group generated this step (trained ones included)
-    scored: Scored  # every generated sample, with the rounds' failure counts and first errors
-    metrics: dict[str, float]
+from rlvr.rollout.steps import CollectedStep, Group, staleness_metrics
+from rlvr.tasks import Task
 
 
 class StepCollector:
@@ -70,7 +50,7 @@ class StepCollector:
             prompts += part_prompts
             completions += part
             jobs.append(self.composer.submit(
-                [(self.tasks[t], p, c.text, completion_fields(c, self.params.max_new_tokens))
+                [(self.tasks[t], p, c.text, c.reward_fields(self.params.max_new_tokens))
                  for (t, p), group in zip(drawn[first : first + len(part)], part) for c in group]))
         mine_scored = Scored.concat([job.result() for job in jobs]) if jobs else self.composer.score([])
         parts = all_gather_objects((prompts, completions, mine_scored))
@@ -110,14 +90,6 @@ class StepCollector:
 
     def close(self) -> None:
         """Nothing to release: generation and scoring run in the trainer's process and its reward pool."""
-
-
-def staleness_metrics(step: int, trained: list[Group]) -> dict[str, float]:
-    """How many training steps behind the weights that train step `step` (version step - 1) each trained group's
-    generating weights were: policy/staleness_mean and policy/staleness_max (0 in the synchronous loop)."""
-    ages = [step - 1 - g.version for g in trained]
-    return {"policy/staleness_mean": sum(ages) / len(ages), "policy/staleness_max": max(ages),
-            "policy/version": step - 1}
 
 
 def make_collector(max_staleness: int, **kwargs):

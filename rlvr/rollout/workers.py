@@ -43,9 +43,9 @@ from rlvr.curriculum import prompt_key
 from rlvr.distributed import world_size
 from rlvr.envs.task import EnvTask
 from rlvr.errors import ConfigError, RlvrError
-from rlvr.rewards.composite import Scored, completion_fields
+from rlvr.rewards.composite import Scored
 from rlvr.rollout.base import group_generator, make_engine
-from rlvr.rollout.collect import CollectedStep, Group, staleness_metrics
+from rlvr.rollout.steps import CollectedStep, Group, staleness_metrics
 
 WEIGHT_SYNC_TIMEOUT_S = 600.0
 
@@ -354,7 +354,7 @@ class AsyncCollector:
         if job is None:
             return  # already received (a duplicate from a replaced worker)
         for (t, problem, ids), completions in zip(job.prompts, groups):
-            samples = [(self.tasks[t], problem, c.text, completion_fields(c, self.params.max_new_tokens))
+            samples = [(self.tasks[t], problem, c.text, c.reward_fields(self.params.max_new_tokens))
                        for c in completions]
             self.scoring += 1
             future = self.composer.submit(samples)

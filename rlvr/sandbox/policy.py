@@ -31,16 +31,6 @@ def configure(level: str) -> None:
     os.environ[ENV_VAR] = checked_level(level)
 
 
-def prepare_sandbox(level: str, tasks) -> None:
-    """At start-up: make `level` the minimum for this process and its workers, and when a task runs untrusted code
-    (`Task.runs_untrusted_code`), refuse now, before any compute, if this machine cannot isolate it that well."""
-    configure(level)
-    if any(getattr(task, "runs_untrusted_code", False) for task in tasks):
-        from rlvr.sandbox.run import isolation_level
-
-        isolation_level()
-
-
 def checked_level(level: str) -> str:
     if level not in LEVELS:
         raise RlvrError(f"sandbox.isolation must be one of {', '.join(LEVELS)}, got {level!r}")

@@ -28,7 +28,7 @@ from rlvr.sandbox.isolation import (
     wrapper_binary,
 )
 from rlvr.sandbox.limits import Limits
-from rlvr.sandbox.policy import ENV_VAR, SandboxUnavailable, at_least, minimum_isolation, refusal
+from rlvr.sandbox.policy import ENV_VAR, SandboxUnavailable, at_least, configure, minimum_isolation, refusal
 
 logger = logging.getLogger("rlvr.sandbox")
 
@@ -267,6 +267,14 @@ def isolation_level() -> Isolation:
             return level
         logger.warning("sandbox: %s is not usable here (%s)", level, why)
     raise refusal(minimum, {level: works(level)[1] for level in LEVELS})
+
+
+def prepare_sandbox(level: str, tasks) -> None:
+    """At start-up: make `level` the minimum for this process and its workers, and when a task runs untrusted code
+    (`Task.runs_untrusted_code`), refuse now, before any compute, if this machine cannot isolate it that well."""
+    configure(level)
+    if any(getattr(task, "runs_untrusted_code", False) for task in tasks):
+        isolation_level()
 
 
 @functools.cache

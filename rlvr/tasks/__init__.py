@@ -7,11 +7,9 @@ The verifier is named as 'module:function' so reward workers can import it by it
 
 from __future__ import annotations
 
-from rlvr.envs import guess_number  # noqa: E402,F401,I001  (a task played in its own environment)
-
 # Register the built-in tasks.
 from rlvr.tasks import arithmetic, code, dataset, reasoning_gym  # noqa: E402,F401
 from rlvr.tasks import math as math_task  # noqa: E402,F401
-from rlvr.tasks.base import TASKS, Problem, Task, make_task, make_tasks
+from rlvr.tasks.base import TASKS, Problem, Task, make_task
 
-__all__ = ["Problem", "Task", "TASKS", "make_task", "make_tasks"]
+__all__ = ["Problem", "Task", "TASKS", "make_task"]

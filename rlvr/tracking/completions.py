@@ -19,7 +19,7 @@ def completions_due(step: int, every: int, last_step: int) -> bool:
 def completion_rows(step: int, groups: list, advantages: torch.Tensor, completion_mask: torch.Tensor,
                     tasks: list[Task], how_many: int) -> list[dict[str, Any]]:
     """One row per completion of `how_many` groups drawn (reproducibly per step, without touching the run's
-    random state) from a step's trained groups (rlvr.rollout.collect.Group). `advantages` and `completion_mask` are the
+    random state) from a step's trained groups (rlvr.rollout.steps.Group). `advantages` and `completion_mask` are the
     step's batch rows, group after group; a completion's advantage is its mean over its tokens."""
     n = len(groups[0].completions) if groups else 0
     per_sample = ((advantages * completion_mask).sum(-1) / completion_mask.sum(-1).clamp(min=1)).tolist()

@@ -14,8 +14,6 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.text import Text
 
-from rlvr.reporting.run_facts import format_facts
-
 KEY_METRICS = {"reward/mean": "reward", "accuracy": "acc", "eval/accuracy": "eval_acc", "actor/entropy": "entropy",
                "response_length/mean": "len", "perf/step_s": "s/step", "sft/loss": "loss"}
 
@@ -24,6 +22,17 @@ def compact_metrics(metrics: dict[str, float]) -> str:
     """'reward=0.42  acc=0.4  len=12' from the key metrics present in a row."""
     return "  ".join(f"{short}={metrics[key]:.3g}" for key, short in KEY_METRICS.items()
                      if isinstance(metrics.get(key), (int, float)))
+
+
+def format_facts(facts: dict[str, str]) -> str:
+    """Aligned 'label  value' lines; a multi-line value is indented under its label."""
+    width = max(map(len, facts))
+    lines = []
+    for label, value in facts.items():
+        first, *rest = str(value).split("\n") or [""]
+        lines.append(f"{label:<{width}}  {first}")
+        lines += [f"{'':<{width}}  {line}" for line in rest]
+    return "\n".join(lines)
 
 
 def clock(seconds: float) -> str:

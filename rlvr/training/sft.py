@@ -9,10 +9,10 @@ from pathlib import Path
 import torch
 
 from rlvr.config.schema import RunConfig
+from rlvr.envs import make_tasks
 from rlvr.errors import DataError
 from rlvr.models.loading import TINY, load_model, load_policy, load_tokenizer, resolve_device, save_pretrained
 from rlvr.models.prompts import PromptEncoder
-from rlvr.tasks import make_tasks
 from rlvr.tasks.dataset import read_rows
 from rlvr.tracking import MetricsLogger
 

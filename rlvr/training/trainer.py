@@ -40,6 +40,7 @@ from rlvr.distributed import (
     shard,
     world_size,
 )
+from rlvr.envs import make_tasks
 from rlvr.errors import ConfigError, RlvrError
 from rlvr.evaluation.checks import eval_setting_warnings
 from rlvr.evaluation.evaluate import eval_settings, run_evaluation, training_metrics
@@ -53,9 +54,9 @@ from rlvr.rewards.composite import RewardComposer, Scored
 from rlvr.rewards.failures import FailureBudget
 from rlvr.rewards.loading import check_reward_functions
 from rlvr.rollout import SamplingParams, make_engine
-from rlvr.rollout.collect import Group, make_collector
-from rlvr.sandbox.policy import prepare_sandbox
-from rlvr.tasks import make_tasks
+from rlvr.rollout.collect import make_collector
+from rlvr.rollout.steps import Group
+from rlvr.sandbox.run import prepare_sandbox
 from rlvr.tracking import QuietLogger, run_logger
 from rlvr.tracking.completions import completion_rows, completions_due
 from rlvr.training.batch import RolloutBatch
