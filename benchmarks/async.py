@@ -29,7 +29,7 @@ import shutil
 import time
 from pathlib import Path
 
-from rlvr.config.schema import load_config
+from rlvr.config import load_config
 from rlvr.quickstart import RECIPE
 
 CODE_PROBLEMS = [  # (statement, function of the input lines -> expected output)

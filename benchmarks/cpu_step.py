@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-from rlvr.config.schema import TinyModelConfig, build_config
+from rlvr.config import TinyModelConfig, build_config
 from rlvr.curriculum import MixtureSampler
 from rlvr.models.loading import build_tiny_model, save_pretrained, train_tokenizer
 from rlvr.tasks import make_task

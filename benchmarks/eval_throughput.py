@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from rlvr.config.schema import TinyModelConfig, build_config
+from rlvr.config import TinyModelConfig, build_config
 from rlvr.evaluation.evaluate import eval_problems, eval_settings, evaluate_model
 from rlvr.models.loading import build_tiny_model, save_pretrained, train_tokenizer
 from rlvr.tasks import make_task

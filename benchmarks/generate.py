@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 import torch
 
-from rlvr.config.schema import TinyModelConfig
+from rlvr.config import TinyModelConfig
 from rlvr.models.loading import build_tiny_model, train_tokenizer
 from rlvr.rollout import SamplingParams, make_engine
 from rlvr.tasks import make_task

@@ -34,7 +34,7 @@ PROMPTS, SAMPLES, NEW_TOKENS = 16, 8, 256
 
 
 def run_rlvr(args, root: Path) -> dict:
-    from rlvr.config.schema import build_config
+    from rlvr.config import build_config
     from rlvr.models.loading import save_pretrained
     from rlvr.training.trainer import Trainer
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from rlvr.config.schema import load_config
+from rlvr.config import load_config
 from rlvr.quickstart import RECIPE, evaluate_checkpoint
 from rlvr.training.sft import run_sft
 from rlvr.training.trainer import Trainer

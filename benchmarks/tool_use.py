@@ -22,13 +22,13 @@ from pathlib import Path
 import torch
 import yaml
 
-from rlvr.config.schema import RunConfig, build_config
+from rlvr.config import RunConfig, build_config
+from rlvr.envs import make_tasks
 from rlvr.envs.base import verify
 from rlvr.models.loading import load_model, load_tokenizer
 from rlvr.models.prompts import PromptEncoder
 from rlvr.rollout import SamplingParams, make_engine
 from rlvr.rollout.episodes import EpisodeRunner
-from rlvr.tasks import make_tasks
 from rlvr.training.sft import run_sft
 from rlvr.training.trainer import Trainer
 

@@ -22,9 +22,9 @@ import random
 import shutil
 from pathlib import Path
 
-from rlvr.config.schema import load_config
+from rlvr.config import load_config
+from rlvr.envs import make_tasks
 from rlvr.evaluation.evaluate import eval_settings, evaluate_model
-from rlvr.tasks import make_tasks
 from rlvr.training.sft import run_sft
 from rlvr.training.trainer import Trainer
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rlvr.config.schema import RunConfig, build_config, callable_name, read_yaml, set_value
+from rlvr.config import RunConfig, build_config, callable_name, read_yaml, set_value
 from rlvr.errors import ConfigError, DataError
 
 Dataset = Iterable[Mapping[str, Any]]  # a list of dicts, a datasets.Dataset, ...

@@ -12,7 +12,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from rlvr.config.schema import RECIPES, RunConfig, load_config
+from rlvr.config import RECIPES, RunConfig, load_config
 from rlvr.evaluation.evaluate import eval_settings, evaluate_model
 
 RECIPE = RECIPES / "quickstart.yaml"

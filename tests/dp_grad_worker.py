@@ -14,7 +14,7 @@ import torch
 import torch.distributed as dist
 
 from rlvr.algorithms import KL_ESTIMATORS, POLICY_LOSSES
-from rlvr.config.schema import AlgorithmConfig, TinyModelConfig
+from rlvr.config import AlgorithmConfig, TinyModelConfig
 from rlvr.distributed import rank, sum_gradients
 from rlvr.models.loading import build_tiny_model, train_tokenizer
 from rlvr.rollout.base import Completion

@@ -20,7 +20,7 @@ from rlvr.algorithms import (
 from rlvr.algorithms.advantages import apply_sign_weights, discounted_returns, group_stats
 from rlvr.algorithms.losses import dcpo_ratio_bounds
 from rlvr.algorithms.presets import apply_preset
-from rlvr.config.schema import AlgorithmConfig, build_config, load_config
+from rlvr.config import AlgorithmConfig, build_config, load_config
 from rlvr.errors import ConfigError
 
 F64 = torch.float64

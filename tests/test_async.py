@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from rlvr.config.schema import build_config
+from rlvr.config import build_config
 from rlvr.errors import ConfigError
 from rlvr.rollout.workers import AsyncCollector
 from rlvr.training.trainer import Trainer

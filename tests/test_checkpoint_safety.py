@@ -7,7 +7,7 @@ import pytest
 from safetensors.torch import load_file
 
 import rlvr.training.checkpoint as checkpoint
-from rlvr.config.schema import TinyModelConfig
+from rlvr.config import TinyModelConfig
 from rlvr.errors import RlvrError
 from rlvr.models.loading import build_tiny_model, train_tokenizer
 from rlvr.training.checkpoint import checkpoint_damage, list_checkpoints, load_state, resolve_resume, save_checkpoint

@@ -15,7 +15,7 @@ from conftest import FAST, ROOT, merge, rlvr_command
 
 from rlvr import __version__
 from rlvr.cli.main import build_parser, parse_args
-from rlvr.config.schema import build_config, load_config
+from rlvr.config import build_config, load_config
 from rlvr.errors import ConfigError, DataError, RlvrError
 
 

@@ -1,6 +1,6 @@
 import pytest
 
-from rlvr.config.schema import RunConfig, load_config, parse_override
+from rlvr.config import RunConfig, load_config, parse_override
 from rlvr.errors import ConfigError
 
 

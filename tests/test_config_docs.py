@@ -21,4 +21,4 @@ def test_every_key_has_a_type_default_and_meaning():
                 "tracking.console", "model.chat_template_kwargs", "plugins", "data.tasks[].args"):
         assert key in keys, key
     blank = [key for key, row in keys.items() if row.rstrip().endswith("|  |")]
-    assert not blank, f"keys without a description in rlvr/config/schema.py: {blank}"
+    assert not blank, f"keys without a description in rlvr/config/: {blank}"

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from rlvr.config.schema import RunConfig, build_config, load_config
+from rlvr.config import RunConfig, build_config, load_config
 from rlvr.errors import ConfigError
 
 # Letters that cannot spell a number, a boolean ('t', 'no', 'off', ...) or 'inf'/'nan'.

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from rlvr.config.schema import TinyModelConfig, build_config
+from rlvr.config import TinyModelConfig, build_config
 from rlvr.errors import DataError
 from rlvr.models.loading import build_tiny_model, save_pretrained, train_tokenizer
 from rlvr.models.prompts import PromptEncoder

@@ -16,7 +16,7 @@ from rlvr.algorithms.correction import (
     rollout_correction,
     truncate,
 )
-from rlvr.config.schema import AlgorithmConfig, TinyModelConfig, build_config
+from rlvr.config import AlgorithmConfig, TinyModelConfig, build_config
 from rlvr.errors import ConfigError
 from rlvr.models.loading import build_tiny_model, train_tokenizer
 from rlvr.models.logprobs import completion_logprobs

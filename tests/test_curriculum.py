@@ -10,7 +10,7 @@ import zlib
 import pytest
 import torch
 
-from rlvr.config.schema import build_config
+from rlvr.config import build_config
 from rlvr.curriculum import SAMPLERS, CurriculumStats, GroupOutcome, make_filter, make_sampler, prompt_key
 from rlvr.errors import ConfigError
 from rlvr.tasks import make_task

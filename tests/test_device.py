@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from rlvr.config.schema import build_config
+from rlvr.config import build_config
 from rlvr.errors import ConfigError, RlvrError
 from rlvr.models.loading import resolve_device
 

@@ -14,7 +14,7 @@ import torch
 from conftest import ROOT
 from safetensors.torch import load_file
 
-from rlvr.config.schema import build_config
+from rlvr.config import build_config
 from rlvr.distributed import shard
 from rlvr.errors import ConfigError
 from rlvr.models.loading import build_tiny_model, train_tokenizer
@@ -169,7 +169,7 @@ def test_shards_keep_groups_whole_and_cover_every_group(monkeypatch):
 
 def test_a_group_samples_the_same_completions_whichever_batch_it_is_in():
     tok = train_tokenizer([f"{a}+{b}={a + b}" for a in range(10) for b in range(10)], 40)
-    from rlvr.config.schema import TinyModelConfig
+    from rlvr.config import TinyModelConfig
 
     model = build_tiny_model(TinyModelConfig(hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32), tok, 0)
     engine = make_engine("hf", model, tok, 64)

@@ -11,7 +11,8 @@ import torch
 
 from rlvr.algorithms import KL_ESTIMATORS, POLICY_LOSSES
 from rlvr.algorithms.advantages import discounted_returns
-from rlvr.config.schema import AlgorithmConfig, EnvConfig, RunConfig, TinyModelConfig
+from rlvr.config import AlgorithmConfig, EnvConfig, RunConfig, TinyModelConfig
+from rlvr.envs import make_tasks
 from rlvr.envs.base import REWARD_RULES, episode_verdict
 from rlvr.envs.render import ChatRenderer
 from rlvr.envs.task import EnvTask
@@ -22,7 +23,7 @@ from rlvr.models.prompts import PromptEncoder
 from rlvr.rollout import SamplingParams, group_generator
 from rlvr.rollout.episodes import EpisodeRunner
 from rlvr.rollout.hf import HFRolloutEngine
-from rlvr.tasks import make_task, make_tasks
+from rlvr.tasks import make_task
 from rlvr.training.batch import RolloutBatch
 from rlvr.training.update import LossSetup, accumulate_gradients
 

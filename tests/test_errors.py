@@ -28,7 +28,7 @@ def test_cli_wrong_type():
 
 
 def test_missing_model_path(fast_config, tmp_path):
-    from rlvr.config.schema import build_config
+    from rlvr.config import build_config
 
     cfg = build_config(fast_config(model={"name": str(tmp_path / "no-such-model")}))
     with pytest.raises(RlvrError, match="does not exist"):
@@ -65,7 +65,7 @@ def test_dataset_bad_json_line(tmp_path):
 
 
 def test_reward_function_that_cannot_be_found(fast_config, tmp_path):
-    from rlvr.config.schema import build_config
+    from rlvr.config import build_config
 
     cfg = build_config(fast_config(rewards={"functions": [{"function": "rlvr.tasks.arithmetic:scroe"}]}))
     with pytest.raises(ConfigError, match="Did you mean 'score'"):

@@ -15,7 +15,7 @@ import pytest
 from conftest import ROOT, rlvr_command
 
 from rlvr.cli.eval import model_labels, parse_ks
-from rlvr.config.schema import TinyModelConfig, build_config
+from rlvr.config import TinyModelConfig, build_config
 from rlvr.errors import ConfigError, RlvrError
 from rlvr.evaluation.estimators import avg_at_k, bootstrap_ci, majority_at_k, pass_at_k
 from rlvr.evaluation.evaluate import answer_classes

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from rlvr.config.schema import TinyModelConfig
+from rlvr.config import TinyModelConfig
 from rlvr.models.loading import build_tiny_model, train_tokenizer
 from rlvr.models.logprobs import TokenLogprobs, completion_logprobs
 

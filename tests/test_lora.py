@@ -9,7 +9,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from rlvr.config.schema import build_config
+from rlvr.config import build_config
 from rlvr.models.lora import ADAPTER_DIR
 from rlvr.training.trainer import Trainer
 

@@ -11,7 +11,7 @@ import textwrap
 import pytest
 from conftest import FAST, ROOT, merge
 
-from rlvr.config.schema import build_config, load_config
+from rlvr.config import build_config, load_config
 from rlvr.errors import ConfigError
 
 PLUGIN = textwrap.dedent('''

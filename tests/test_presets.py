@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from rlvr.algorithms import PRESETS
-from rlvr.config.schema import build_config
+from rlvr.config import build_config
 from rlvr.rewards.shaping import overlong_penalty
 from rlvr.training.trainer import Trainer
 

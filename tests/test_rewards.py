@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from rlvr.cli.main import main
-from rlvr.config.schema import build_config
+from rlvr.config import build_config
 from rlvr.rewards.failures import FailureBudget, RewardFailure
 from rlvr.rewards.pool import RewardPool, RewardRequest
 from rlvr.tasks import make_task

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from rlvr.config.schema import TinyModelConfig
+from rlvr.config import TinyModelConfig
 from rlvr.models.loading import build_tiny_model, train_tokenizer
 from rlvr.models.logprobs import completion_logprobs
 from rlvr.rollout import SamplingParams, make_engine

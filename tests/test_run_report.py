@@ -11,7 +11,7 @@ import pytest
 from conftest import FAST, merge
 
 from rlvr.cli.main import main
-from rlvr.config.schema import build_config
+from rlvr.config import build_config
 from rlvr.training.trainer import Trainer
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -3,7 +3,7 @@ import json
 import pytest
 import torch
 
-from rlvr.config.schema import build_config
+from rlvr.config import build_config
 from rlvr.models.loading import load_tokenizer
 from rlvr.training.sft import run_sft, sft_loss
 

@@ -228,7 +228,7 @@ def test_other_architectures_fall_back_to_the_hf_engine_with_a_message(tokenizer
 
 
 def test_training_with_the_static_engine_is_on_policy(fast_config):
-    from rlvr.config.schema import build_config
+    from rlvr.config import build_config
     from rlvr.training.trainer import Trainer
 
     cfg = build_config(fast_config(steps=2, rollout={"engine": "static"}))

@@ -16,10 +16,10 @@ import pytest
 from conftest import ROOT, rlvr_command
 from test_trainer import rows_of
 
-from rlvr.config.schema import build_config
+from rlvr.config import build_config
+from rlvr.envs import make_tasks
 from rlvr.errors import ConfigError
 from rlvr.evaluation.checks import eval_setting_warnings
-from rlvr.tasks import make_tasks
 from rlvr.training.trainer import Trainer
 
 STYLE = re.compile(r"\x1b\[[0-9;]*m")  # colours and weights

@@ -10,7 +10,7 @@ from conftest import ROOT, rlvr_command
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from rlvr.config.schema import build_config
+from rlvr.config import build_config
 from rlvr.models.loading import build_tiny_model, save_pretrained, train_tokenizer
 from rlvr.training.checkpoint import list_checkpoints
 from rlvr.training.trainer import Trainer
@@ -104,7 +104,7 @@ def test_sigkill_mid_run_then_resume_matches_uninterrupted(fast_config, write_re
 
 def test_trains_a_local_hf_directory_and_checkpoint_loads_with_plain_transformers(tmp_path, length_reward):
     tokenizer = train_tokenizer([f"{a}+{b}={a + b}" for a in range(10) for b in range(10)], 40)
-    from rlvr.config.schema import TinyModelConfig
+    from rlvr.config import TinyModelConfig
 
     model = build_tiny_model(TinyModelConfig(architecture="qwen2", hidden_size=32, num_layers=2, num_heads=2,
                                              intermediate_size=64), tokenizer, seed=0)

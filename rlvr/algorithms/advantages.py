@@ -17,7 +17,7 @@ from torch import Tensor
 from rlvr.registry import Registry
 
 if TYPE_CHECKING:  # the settings' type only: the algorithms import nothing above them
-    from rlvr.config.schema import AlgorithmConfig
+    from rlvr.config import AlgorithmConfig
 
 ADVANTAGES: Registry = Registry("advantage estimator")
 

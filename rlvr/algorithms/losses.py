@@ -14,7 +14,7 @@ from torch import Tensor
 from rlvr.registry import Registry
 
 if TYPE_CHECKING:  # the settings' type only: the algorithms import nothing above them
-    from rlvr.config.schema import AlgorithmConfig
+    from rlvr.config import AlgorithmConfig
 
 POLICY_LOSSES: Registry = Registry("policy loss")
 

@@ -67,7 +67,7 @@ def run_config(model_dir: str) -> Path | None:
 
 
 def run_eval_command(args) -> None:
-    from rlvr.config.schema import load_config
+    from rlvr.config import load_config
     from rlvr.evaluation.evaluate import eval_settings, evaluate_model
     from rlvr.evaluation.report import report_data, write_report
 

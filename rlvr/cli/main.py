@@ -9,7 +9,7 @@ from rlvr.errors import RlvrError
 
 
 def _config(args):
-    from rlvr.config.schema import load_config
+    from rlvr.config import load_config
 
     return load_config(args.recipe, args.overrides)
 
@@ -110,7 +110,7 @@ def cmd_verify(args) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     from rlvr import __version__
-    from rlvr.config.schema import RECIPES, shipped_recipes
+    from rlvr.config import RECIPES, shipped_recipes
 
     parser = argparse.ArgumentParser(prog="rlvr", description="RL from verifiable rewards for language models.")
     parser.add_argument("--version", action="version", version=f"rlvr {__version__}")

@@ -9,7 +9,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from rlvr.config.schema import parse_override
+from rlvr.config import parse_override
 from rlvr.errors import ConfigError, RlvrError
 from rlvr.rewards.pool import RewardPool
 

@@ -1,10 +1,35 @@
-"""The config of a run: the typed schema of each section, YAML recipes, dotted overrides and docs/config.md.
+"""The config of a run: the typed schema of each section (one module per section), YAML recipes, dotted overrides
+and docs/config.md.
 
 The ground floor of the pipeline: it imports only rlvr.errors, rlvr.registry and rlvr.algorithms (presets). Names
-of registered pieces (samplers, filters, environments) are checked against the registries by their kind, through
-rlvr.registry, so no plug-in package is imported here."""
+of registered pieces (samplers, filters, environments) are checked against their registries by kind, through
+rlvr.registry, so no plug-in package is imported here. Everything else imports the config from this face."""
 
-from rlvr.config.schema import *  # noqa: F401,F403
-from rlvr.config.schema import RunConfig, build_config, load_config
+from rlvr.config.algorithm import AlgorithmConfig, OptimConfig, RolloutCorrectionConfig
+from rlvr.config.base import NamedPart, Section
+from rlvr.config.data import DataConfig, EnvConfig, TaskConfig
+from rlvr.config.loading import (
+    RECIPES,
+    build_config,
+    dump_config,
+    import_plugins,
+    load_config,
+    read_yaml,
+    resolve_recipe,
+    shipped_recipes,
+)
+from rlvr.config.model import LoraSettings, ModelConfig, TinyModelConfig
+from rlvr.config.overrides import Origins, apply_overrides, parse_override, set_value
+from rlvr.config.rewards import PYTHON_CALLABLE, RewardFunctionConfig, RewardsConfig, SandboxConfig, callable_name
+from rlvr.config.rollout import RolloutConfig
+from rlvr.config.run import CheckpointConfig, ClusterConfig, DistributedConfig, EvalConfig, RunConfig, SFTConfig
+from rlvr.config.tracking import MlflowSettings, TrackingConfig, TrackioSettings, WandbSettings
 
-__all__ = ["RunConfig", "build_config", "load_config"]
+__all__ = [
+    "AlgorithmConfig", "CheckpointConfig", "ClusterConfig", "DataConfig", "DistributedConfig", "EnvConfig",
+    "EvalConfig", "LoraSettings", "MlflowSettings", "ModelConfig", "NamedPart", "OptimConfig", "Origins",
+    "PYTHON_CALLABLE", "RECIPES", "RewardFunctionConfig", "RewardsConfig", "RolloutConfig", "RolloutCorrectionConfig",
+    "RunConfig", "SFTConfig", "SandboxConfig", "Section", "TaskConfig", "TinyModelConfig", "TrackingConfig",
+    "TrackioSettings", "WandbSettings", "apply_overrides", "build_config", "callable_name", "dump_config",
+    "import_plugins", "load_config", "parse_override", "read_yaml", "resolve_recipe", "set_value", "shipped_recipes",
+]

@@ -15,11 +15,12 @@ from annotated_types import Ge, Gt, Le, Lt, MinLen
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
-from rlvr.config.schema import NamedPart, RunConfig
+from rlvr.config.base import NamedPart
+from rlvr.config.run import RunConfig
 
 HEADER = """# Configuration reference
 
-Generated from the schema in `rlvr/config/schema.py` by `python -m rlvr.config.docs > docs/config.md`; a test fails
+Generated from the schema in `rlvr/config/` by `python -m rlvr.config.docs > docs/config.md`; a test fails
 when this file is stale. Set keys in a YAML recipe, as `key.sub=value` on the command line (anywhere after the
 recipe; list items by index: `data.tasks.0.args.path=x.jsonl`), or as keyword arguments of `rlvr.train`
 (`steps=50`, `optim={"lr": 1e-6}`, `**{"rollout.max_new_tokens": 512}`). `rlvr train RECIPE --dry-run` prints

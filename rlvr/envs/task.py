@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from rlvr.config.schema import EnvConfig
+from rlvr.config import EnvConfig
 from rlvr.envs.base import ENVIRONMENTS, Environment
 from rlvr.envs.render import PLAIN
 from rlvr.errors import ConfigError

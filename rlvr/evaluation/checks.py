@@ -3,7 +3,7 @@ can still happen, an error where nothing can."""
 
 from __future__ import annotations
 
-from rlvr.config.schema import RunConfig
+from rlvr.config import RunConfig
 from rlvr.errors import ConfigError
 
 

@@ -12,7 +12,7 @@ from functools import cached_property
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from rlvr.config.schema import RewardFunctionConfig, RunConfig
+from rlvr.config import RewardFunctionConfig, RunConfig
 from rlvr.evaluation.estimators import avg_at_k, bootstrap_ci, majority_at_k, pass_at_k
 from rlvr.models.prompts import PromptEncoder
 from rlvr.rewards.composite import RewardComposer

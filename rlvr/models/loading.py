@@ -26,7 +26,7 @@ from transformers import (
 )
 from transformers.utils import logging as hf_logging
 
-from rlvr.config.schema import ModelConfig, TinyModelConfig
+from rlvr.config import ModelConfig, TinyModelConfig
 from rlvr.errors import RlvrError
 
 TINY = "tiny"

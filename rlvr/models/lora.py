@@ -9,7 +9,7 @@ from pathlib import Path
 
 from transformers import PreTrainedModel
 
-from rlvr.config.schema import LoraSettings
+from rlvr.config import LoraSettings
 from rlvr.errors import RlvrError
 
 ADAPTER_DIR = "adapter"  # a checkpoint's adapter lives here, beside the merged model

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rlvr.config.schema import RunConfig
+from rlvr.config import RunConfig
 from rlvr.reporting.run_facts import parameter_counts, run_facts
 from rlvr.tracking.console import clock
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rlvr.config.schema import RunConfig
+from rlvr.config import RunConfig
 
 
 def parameter_counts(model) -> tuple[int, int]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rlvr.config.schema import ClusterConfig, RewardsConfig
+from rlvr.config import ClusterConfig, RewardsConfig
 from rlvr.rewards.pool import RewardPool
 
 

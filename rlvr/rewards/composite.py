@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from rlvr.config.schema import RewardFunctionConfig
+from rlvr.config import RewardFunctionConfig
 from rlvr.rewards.callables import pickle_reward
 from rlvr.rewards.loading import resolve_function
 from rlvr.rewards.pool import RewardOutcome, RewardPool, RewardRequest

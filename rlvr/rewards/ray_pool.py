@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 
-from rlvr.config.schema import ClusterConfig
+from rlvr.config import ClusterConfig
 from rlvr.errors import RlvrError
 from rlvr.rewards.pool import RewardOutcome, RewardPool, RewardRequest
 from rlvr.sandbox.policy import configure, minimum_isolation

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rlvr.config.schema import RunConfig
+from rlvr.config import RunConfig
 from rlvr.tracking import mlflow_sink, tensorboard_sink, trackio_sink, wandb_sink  # noqa: F401 (registration)
 from rlvr.tracking.base import SINKS, RunIds, Sink
 from rlvr.tracking.logger import MetricsLogger, QuietLogger

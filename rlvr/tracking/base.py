@@ -8,7 +8,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
 
-from rlvr.config.schema import TrackingConfig
+from rlvr.config import TrackingConfig
 from rlvr.registry import Registry
 
 

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from rlvr.config.schema import TrackingConfig
+from rlvr.config import TrackingConfig
 from rlvr.errors import ConfigError
 from rlvr.tracking.base import SINKS, RunIds, Sink, flat_params, run_name, table_columns
 

@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from rlvr.config.schema import TrackingConfig
+from rlvr.config import TrackingConfig
 from rlvr.errors import ConfigError
 from rlvr.tracking.base import SINKS, Sink, flat_params
 

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rlvr.config.schema import TrackingConfig
+from rlvr.config import TrackingConfig
 from rlvr.errors import ConfigError, RlvrError
 from rlvr.tracking.base import SINKS, Sink, flat_params, run_name, table_columns
 

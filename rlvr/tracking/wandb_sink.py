@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlvr.config.schema import TrackingConfig
+from rlvr.config import TrackingConfig
 from rlvr.errors import ConfigError
 from rlvr.tracking.base import SINKS, RunIds, Sink, run_name, table_columns
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from rlvr.config.schema import RunConfig
+from rlvr.config import RunConfig
 from rlvr.envs import make_tasks
 from rlvr.errors import DataError
 from rlvr.models.loading import TINY, load_model, load_policy, load_tokenizer, resolve_device, save_pretrained

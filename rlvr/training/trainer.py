@@ -27,7 +27,7 @@ from rlvr.algorithms import (
     overlong_mask,
 )
 from rlvr.algorithms.correction import ratio_summary
-from rlvr.config.schema import RunConfig, dump_config
+from rlvr.config import RunConfig, dump_config
 from rlvr.curriculum import CurriculumStats, GroupOutcome, make_filter, make_sampler, prompt_key
 from rlvr.distributed import (
     all_gather_objects,

@@ -15,7 +15,7 @@ import torch
 
 from rlvr.algorithms import aggregate
 from rlvr.algorithms.correction import CorrectionSpec, rollout_correction
-from rlvr.config.schema import AlgorithmConfig
+from rlvr.config import AlgorithmConfig
 from rlvr.distributed import all_reduce_sum
 from rlvr.errors import RlvrError
 from rlvr.models.logprobs import completion_logprobs

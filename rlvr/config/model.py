@@ -1,0 +1,57 @@
+"""The `model` section: which policy, its dtype and device, chat template, LoRA; the config-built tiny model."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from rlvr.config.base import Section
+
+
+class TinyModelConfig(Section):
+    """A config-built decoder plus a tokenizer trained locally on the task's text (offline demos, tests)."""
+
+    architecture: Literal["llama", "qwen2"] = Field("llama", description="Decoder family of the config-built model.")
+    hidden_size: int = Field(128, gt=0, description="Width of the residual stream.")
+    num_layers: int = Field(4, gt=0, description="Decoder layers.")
+    num_heads: int = Field(4, gt=0, description="Attention heads (as many key/value heads).")
+    intermediate_size: int = Field(512, gt=0, description="Width of the MLP.")
+    max_position_embeddings: int = Field(256, gt=0, description="Context length in tokens (prompt plus completion).")
+    vocab_size: int = Field(128, gt=0, description="Target vocabulary of the locally trained BPE tokenizer.")
+
+
+class LoraSettings(Section):
+    """LoRA adapters (peft): rank, scale alpha, dropout and which modules get them."""
+
+    r: int = Field(16, gt=0, description="Rank of the adapter matrices.")
+    alpha: float = Field(32.0, gt=0, description="Scale: adapters are multiplied by alpha / r.")
+    dropout: float = Field(0.0, ge=0, lt=1, description="Dropout on the adapters' input.")
+    target_modules: str | list[str] = Field("all-linear", description="peft target_modules: 'all-linear' or "
+                                                                        "module names such as [q_proj, v_proj].")
+
+
+class ModelConfig(Section):
+    name: str = Field("tiny", description="Hub name, local HF directory, or 'tiny' for a config-built model.")
+    tokenizer: str | None = Field(None, description="Tokenizer name/path when it differs from the model's.")
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field("float32", description="Parameter dtype of the "
+        "policy (and reference); 'auto' takes the checkpoint's.")
+    device: str = Field("auto", pattern=r"^(auto|cpu|cuda(:\d+)?)$", description=(
+        "Where the policy trains and generates: auto (CUDA when available, else the CPU), cpu, cuda or cuda:N. Under "
+        "torchrun, auto and cuda mean each process's own GPU (cuda:LOCAL_RANK)."))
+    attn_implementation: str | None = Field(None, description="e.g. 'sdpa', 'eager', 'flash_attention_2'.")
+    gradient_checkpointing: bool = Field(False, description="Recompute activations in the backward pass (less memory, "
+        "slower).")
+    trust_remote_code: bool = Field(False, description="Allow model/tokenizer code from the hub repository "
+        "(transformers' trust_remote_code).")
+    chat_template: Literal["auto", "always", "never"] = Field(
+        "auto", description="Wrap prompts with the tokenizer's chat template (auto: when it has one). Conversational "
+        "prompts (lists of messages) always need one."
+    )
+    chat_template_kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="Extra keyword arguments for the tokenizer's apply_chat_template, e.g. "
+        "{enable_thinking: false} for Qwen3 (TRL's chat_template_kwargs)."
+    )
+    tiny: TinyModelConfig = TinyModelConfig()
+    lora: LoraSettings | None = Field(None, description="Train LoRA adapters only (needs peft); the reference "
+                                      "policy is the model with adapters disabled.")

@@ -1,0 +1,147 @@
+"""A run's whole config (`RunConfig`), its remaining sections (checkpoint, eval, sft, distributed, cluster) and
+the checks that span sections."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from rlvr.config.algorithm import AlgorithmConfig, OptimConfig
+from rlvr.config.base import NamedPart, Section
+from rlvr.config.data import DataConfig
+from rlvr.config.model import ModelConfig
+from rlvr.config.rewards import RewardFunctionConfig, RewardsConfig, SandboxConfig
+from rlvr.config.rollout import RolloutConfig
+from rlvr.config.tracking import TrackingConfig
+
+
+class DistributedConfig(Section):
+    """Data-parallel training under torchrun (docs/scaling.md)."""
+
+    strategy: Literal["auto", "ddp", "fsdp2"] = Field(
+        "auto", description="ddp: a full replica per rank, gradients summed by all-reduce (CPUs, gloo); fsdp2: "
+        "parameters, gradients and optimizer state sharded with fully_shard; auto: fsdp2 when several torchrun "
+        "processes have CUDA devices, else ddp."
+    )
+
+
+class ClusterConfig(Section):
+    """A Ray cluster for reward scoring (the 'ray' extra)."""
+
+    ray_address: str | None = Field(
+        None, description="None: no Ray; 'auto': join the running cluster (ray start --head); 'local': start a "
+        "local Ray in this process; or a cluster address such as 'ray://host:10001'."
+    )
+    num_cpus: int | None = Field(None, gt=0, description="CPUs of a local Ray (ray_address=local); default: all.")
+    chunk_size: int = Field(32, gt=0, description="Reward requests per Ray task.")
+    max_retries: int = Field(3, ge=0, description="Times a Ray task whose worker died is run again.")
+
+
+class CheckpointConfig(Section):
+    every_steps: int = Field(0, ge=0, description="0: only at the end.")
+    keep_last: int = Field(2, ge=1, description="Checkpoints kept (older ones deleted; the best model is kept apart).")
+
+
+class EvalConfig(Section):
+    """Held-out evaluation during training: greedy accuracy, plus pass@k / maj@k / avg@N from `samples`
+    sampled completions per problem (docs/evaluation.md)."""
+
+    every_steps: int = Field(0, ge=0, description="0: no evaluation during training.")
+    num_problems: int = Field(100, gt=0, description="Held-out problems per task (at most the eval split).")
+    max_new_tokens: int | None = Field(None, description="Completion limit for evaluation (default: "
+        "rollout.max_new_tokens).")
+    samples: int = Field(0, ge=0, description="Completions sampled per problem for eval/pass@k, eval/maj@k and "
+                         "eval/avg@N (0: greedy accuracy only).")
+    k: list[int] = Field(default_factory=list, description="The k of pass@k and maj@k (default: 1 and samples).")
+    temperature: float | None = Field(None, gt=0, description="Sampling temperature (default: rollout.temperature).")
+    best_metric: str | None = Field(
+        None, description="Keep the model with the highest value of this eval metric (e.g. eval/accuracy, "
+        "eval/pass@4) as <tracking.output_dir>/best."
+    )
+
+    @model_validator(mode="after")
+    def _k_within_samples(self) -> EvalConfig:
+        if self.k and not self.samples:
+            raise ValueError("eval.k needs eval.samples > 0 (completions sampled per problem)")
+        bad = [k for k in self.k if not 1 <= k <= self.samples]
+        if bad:
+            raise ValueError(f"eval.k values {bad} must be between 1 and eval.samples={self.samples}")
+        return self
+
+    def ks(self) -> list[int]:
+        return sorted(set(self.k or ([1, self.samples] if self.samples else [])))
+
+
+class SFTConfig(Section):
+    """Supervised cold start on (prompt, completion) pairs; loss on completion tokens only."""
+
+    data_file: str | None = Field(None, description="JSONL/Parquet/CSV of pairs; default: the tasks' reference solutions.")
+    prompt_column: str = Field("prompt", description="Column of sft.data_file holding the prompt.")
+    completion_column: str = Field("completion", description="Column of sft.data_file holding the target completion.")
+    messages_column: str | None = Field(
+        None, description="Column of conversations (lists of {role, content}) instead of pairs: multi-turn "
+        "demonstrations (tool calls and results), rendered as episodes are; loss on assistant turns only.")
+    num_examples: int = Field(256, gt=0, description="Demonstrations drawn from the tasks when no data_file is given.")
+    seed_offset: int = Field(
+        1, description="Demonstrations come from the tasks' train stream at seed + seed_offset, so RL prompts are fresh."
+    )
+    epochs: int = Field(10, gt=0, description="Passes over the demonstrations.")
+    time_budget_s: float | None = Field(None, gt=0, description="Stop after this many seconds (epochs still cap).")
+    lr: float = Field(1e-3, gt=0, description="AdamW learning rate of SFT.")
+    batch_size: int = Field(32, gt=0, description="Sequences per optimizer step.")
+    output_dir: str | None = Field(None, description="Default: <tracking.output_dir>/sft.")
+
+
+class RunConfig(Section):
+    plugins: list[str] = Field(default_factory=list, description=(
+        "Modules imported before the config is checked, so the advantage estimators, losses, tasks, samplers ... "
+        "they register can be named in it: 'my_pkg.my_losses' or 'path/to/file.py' (relative to the working "
+        "directory); see docs/extending.md."))
+    seed: int = Field(0, description="Seeds model initialisation (tiny), prompt sampling and generation.")
+    steps: int = Field(100, gt=0, description="RL steps: each generates, scores and trains on one batch.")
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    data: DataConfig = Field(default_factory=DataConfig)
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+    algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig)
+    optim: OptimConfig = Field(default_factory=OptimConfig)
+    rewards: RewardsConfig = Field(default_factory=RewardsConfig)
+    tracking: TrackingConfig = Field(default_factory=TrackingConfig)
+    checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
+    eval: EvalConfig = Field(default_factory=EvalConfig)
+    sft: SFTConfig = Field(default_factory=SFTConfig)
+    distributed: DistributedConfig = Field(default_factory=DistributedConfig)
+    cluster: ClusterConfig = Field(default_factory=ClusterConfig)
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+
+    @model_validator(mode="after")
+    def _preset_features(self) -> RunConfig:
+        """Loop features a preset implies (e.g. DAPO: dynamic sampling, overlong shaping), unless set explicitly."""
+        if self.algorithm.preset is None:
+            return self
+        from rlvr.algorithms.presets import get_preset
+
+        requires = get_preset(self.algorithm.preset).requires
+        if "dynamic_sampling" in requires and "filter" not in self.data.model_fields_set:
+            self.data.filter = NamedPart(name="dynamic_sampling")
+        overlong = "rlvr.rewards.shaping:overlong_penalty"
+        if "overlong_shaping" in requires and not any(f.function == overlong for f in self.rewards.functions):
+            self.rewards.functions = [*self.rewards.functions, RewardFunctionConfig(function=overlong, name="overlong")]
+        return self
+
+    @model_validator(mode="after")
+    def _batch_divides(self) -> RunConfig:
+        samples = self.data.prompts_per_step * self.rollout.samples_per_prompt
+        if samples % self.optim.mini_batches:
+            raise ValueError(
+                f"optim.mini_batches={self.optim.mini_batches} must divide the step's samples "
+                f"(data.prompts_per_step x rollout.samples_per_prompt = {samples})"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _ray_backend_has_an_address(self) -> RunConfig:
+        if self.rewards.backend == "ray" and self.cluster.ray_address is None:
+            raise ValueError("rewards.backend=ray needs cluster.ray_address ('auto' to join a running cluster, "
+                             "'local' to start one here)")
+        return self
