@@ -1,17 +1,17 @@
-"""The RL loop, nothing else: sample prompts -> generate -> score -> advantages -> update -> log,
-checkpoint, evaluate. Variants live in registries (advantages, losses, KL, engines, tasks)."""
+"""The RL loop, nothing else. `fit` runs `train_step` until the run's steps are done; a step is
+`rollout` (sample prompts, generate, score: the collector, rlvr.rollout.collect; advantages: training.advantages)
+-> `update` (the policy gradient over micro-batches: training.update) -> evaluate when due -> log -> checkpoint.
+Setting up (training.setup) wires the collaborators once. Variants live in registries (advantages, losses, KL,
+engines, tasks, samplers, environments), never in an `if` here."""
 
 from __future__ import annotations
 
 import math
-import random
 import signal
-import sys
 import time
 from collections import defaultdict
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from rlvr.algorithms import (
@@ -19,12 +19,6 @@ from rlvr.algorithms import (
     KL_ESTIMATORS,
     POLICY_LOSSES,
     AdaptiveKLController,
-    AdvantageInputs,
-    compute_advantages,
-    high_entropy_token_mask,
-    kl_penalized_rewards,
-    last_token_rewards,
-    overlong_mask,
 )
 from rlvr.algorithms.correction import ratio_summary
 from rlvr.config import RunConfig, dump_config
@@ -41,7 +35,7 @@ from rlvr.distributed import (
     world_size,
 )
 from rlvr.envs import make_tasks
-from rlvr.errors import ConfigError, RlvrError
+from rlvr.errors import RlvrError
 from rlvr.evaluation.checks import eval_setting_warnings
 from rlvr.evaluation.evaluate import eval_settings, run_evaluation, training_metrics
 from rlvr.models.loading import TINY, load_model, load_policy, load_tokenizer, save_pretrained
@@ -50,7 +44,7 @@ from rlvr.models.lora import add_lora, is_lora, load_lora
 from rlvr.models.prompts import PromptEncoder, prompt_token_limit
 from rlvr.reporting.run_banner import end_facts, start_facts
 from rlvr.rewards.backends import make_reward_pool
-from rlvr.rewards.composite import RewardComposer, Scored
+from rlvr.rewards.composite import RewardComposer
 from rlvr.rewards.failures import FailureBudget
 from rlvr.rewards.loading import check_reward_functions
 from rlvr.rollout import SamplingParams, make_engine
@@ -59,13 +53,11 @@ from rlvr.rollout.steps import Group
 from rlvr.sandbox.run import prepare_sandbox
 from rlvr.tracking import QuietLogger, run_logger
 from rlvr.tracking.completions import completion_rows, completions_due
+from rlvr.training.advantages import assign_advantages
 from rlvr.training.batch import RolloutBatch
 from rlvr.training.checkpoint import (
     best_model_info,
-    discard_best_model,
-    list_checkpoints,
     load_state,
-    resolve_resume,
     save_best_model,
     save_checkpoint,
     set_rng_state,
@@ -73,43 +65,10 @@ from rlvr.training.checkpoint import (
 )
 from rlvr.training.interrupts import StopRequests, TrainingInterrupted
 from rlvr.training.parallel import make_parallel, start_processes
-from rlvr.training.resources import checkpoint_bytes, ensure_disk_space, ensure_writable_dir
+from rlvr.training.resources import checkpoint_bytes, ensure_disk_space
+from rlvr.training.setup import check_data_parallel, claim_output_dir, make_optimizer, seed_everything
+from rlvr.training.step_metrics import rollout_metrics, update_metrics
 from rlvr.training.update import LossSetup, NonFiniteStreak, accumulate_gradients, step_if_finite
-
-
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-
-
-def lr_lambda(schedule: str, warmup: int, total: int):
-    def factor(step: int) -> float:
-        if warmup and step < warmup:
-            return (step + 1) / warmup
-        progress = (step - warmup) / max(1, total - warmup)
-        if schedule == "linear":
-            return max(0.0, 1.0 - progress)
-        if schedule == "cosine":
-            return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
-        return 1.0
-
-    return factor
-
-
-def check_data_parallel(cfg: RunConfig, strategy: str, world: int) -> None:
-    """Settings a run over `world` data-parallel processes cannot honour, named before any work is done."""
-    if world == 1:
-        return
-    if cfg.data.prompts_per_step % world:
-        raise ConfigError(f"data.prompts_per_step={cfg.data.prompts_per_step} must be a multiple of the number of "
-                          f"data-parallel processes ({world}): each process generates whole groups.")
-    if cfg.rollout.seed_per_group is False:
-        raise ConfigError("rollout.seed_per_group=false cannot be used with several processes: each group must be "
-                          "sampled from its own generator. Leave it unset or set it to true.")
-    if strategy == "fsdp2" and cfg.optim.mini_batches > 1:
-        raise ConfigError("optim.mini_batches > 1 is not supported with distributed.strategy=fsdp2 on several "
-                          "processes (ranks could get unequal mini-batches); use 1, or distributed.strategy=ddp.")
 
 
 class Trainer:
@@ -118,23 +77,8 @@ class Trainer:
         strategy = start_processes(cfg.distributed.strategy, cfg.model.device)
         check_data_parallel(cfg, strategy, world_size())
         self.out = Path(cfg.tracking.output_dir)
-        self.resume_path = resume_path = resolve_resume(resume, self.out) if resume else None
-        if resume == "auto" and resume_path is None and (self.out / "metrics.jsonl").is_file():
-            raise RlvrError(f"--resume auto: {self.out} holds an earlier run (metrics.jsonl) but no checkpoint to "
-                            "continue from; starting again would overwrite its metrics. Start a new run without "
-                            "--resume (in another tracking.output_dir to keep this one), or set "
-                            "checkpoint.every_steps so the next run can be resumed.")
-        existing = list_checkpoints(self.out / "checkpoints")
-        if existing and resume_path is None:
-            raise RlvrError(
-                f"{self.out} already holds checkpoints (newest {existing[-1].name}). Continue that run with "
-                f"--resume auto, or choose another tracking.output_dir."
-            )
-        ensure_writable_dir(self.out)
+        self.resume_path = resume_path = claim_output_dir(self.out, resume)
         if is_main():
-            if resume_path is None and discard_best_model(self.out):
-                print(f"note: removed the best model an earlier, checkpoint-less run left in {self.out}",
-                      file=sys.stderr)
             dump_config(cfg, self.out / "config.yaml")
         a = cfg.algorithm
         ADVANTAGES.get(a.advantage)  # fail early on unknown names
@@ -172,13 +116,7 @@ class Trainer:
                                      max_new_tokens=r.max_new_tokens, min_new_tokens=r.min_new_tokens, stop=r.stop,
                                      return_entropy=a.high_entropy_fraction is not None)
         o = cfg.optim
-        trainable = [p for p in self.model.parameters() if p.requires_grad]
-        self.optimizer = torch.optim.AdamW(trainable, lr=o.lr, betas=o.betas, weight_decay=o.weight_decay,
-                                           fused=self.parallel.device.type == "cuda" or None)  # one kernel per step
-        total_updates = cfg.steps * o.ppo_epochs * o.mini_batches
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer, lr_lambda(o.schedule, o.warmup_steps, total_updates)
-        )
+        self.optimizer, self.scheduler = make_optimizer(self.model, o, cfg.steps, self.parallel.device.type == "cuda")
         d = cfg.data
         self.stats = CurriculumStats(len(self.tasks), d.stats_window)
         self.sampler = make_sampler(d.sampler.name, d.sampler.args, self.tasks, [t.weight for t in d.tasks], cfg.seed,
@@ -255,9 +193,12 @@ class Trainer:
         batch = RolloutBatch.from_completions([g.prompt_ids for g in trained], [g.completions for g in trained],
                                               self.tokenizer.pad_token_id, meta)
         batch.scores = torch.cat([g.scored.total for g in trained]).float()
-        self._advantages(batch)
+        self.advantage_history = assign_advantages(batch, self.cfg.algorithm, [t.label for t in self.tasks],
+                                                   self.advantage_history, self.kl_coef, self._reference_logprobs)
         outcomes = self._observe(step.generated, trained, batch)
-        metrics = self._rollout_metrics(batch, step.scored, outcomes)
+        metrics = rollout_metrics(batch, step.scored, outcomes, self.params.n, self.tasks, self.stats, self.sampler)
+        if self.kl_control is not None:
+            metrics["actor/kl_coef"] = self.kl_coef
         metrics.update(step.metrics)
         return batch, metrics
 
@@ -278,67 +219,6 @@ class Trainer:
         self.stats.record(self.step, outcomes)
         self.sampler.observe(outcomes)
         return outcomes
-
-    def _advantages(self, batch: RolloutBatch) -> None:
-        a = self.cfg.algorithm
-        mask = batch.completion_mask
-        token_rewards = None
-        if a.kl_coef > 0:
-            batch.ref_logprobs = self._reference_logprobs(batch)
-            if a.kl_placement == "reward":
-                kl = KL_ESTIMATORS.get(a.kl_estimator)(batch.rollout_logprobs, batch.ref_logprobs)
-                token_rewards = kl_penalized_rewards(last_token_rewards(batch.scores, mask), kl, self.kl_coef, mask)
-        batch.advantages, self.advantage_history = compute_advantages(
-            AdvantageInputs(scores=batch.scores, group_ids=batch.group_ids, mask=mask,
-                            uids=[f"{self.tasks[m['task']].label}/{m['uid']}" for m in batch.metadata],
-                            token_rewards=token_rewards, history=self.advantage_history),
-            a,
-        )
-        loss_mask = overlong_mask(batch.truncated, mask) if a.mask_truncated else mask
-        if a.high_entropy_fraction is not None:
-            loss_mask = loss_mask * high_entropy_token_mask(batch.rollout_entropy, loss_mask, a.high_entropy_fraction)
-        batch.loss_mask = loss_mask
-
-    def _rollout_metrics(self, batch: RolloutBatch, generated: Scored, outcomes: list[GroupOutcome]) -> dict[str, float]:
-        """Reward and accuracy over every generated sample; shapes and advantages over the trained batch;
-        per-source figures and the prompt pool's pass-rate histogram from the curriculum statistics."""
-        lengths = batch.completion_mask.sum(-1)
-        n = self.params.n
-        groups = generated.total.view(-1, n)
-        m = {
-            "reward/mean": float(generated.total.mean()),
-            "reward/std": float(generated.total.std(unbiased=False)),
-            "accuracy": float(generated.correct.float().mean()),
-            "groups/zero_std_frac": float((groups.std(-1, unbiased=False) == 0).float().mean()) if n > 1 else 1.0,
-            "response_length/mean": float(lengths.mean()),
-            "response_length/max": float(lengths.max()),
-            "response/truncated_frac": float(batch.truncated.float().mean()),
-            "advantage/zero_frac": float((batch.advantages.abs().sum(-1) == 0).float().mean()),
-            "tokens/selected_frac": float(batch.loss_mask.sum() / batch.completion_mask.sum().clamp(min=1)),
-        }
-        for name, values in generated.per_function.items():
-            m[f"reward/{name}/mean"] = float(values.mean())
-            m[f"reward/{name}/std"] = float(values.std(unbiased=False))
-            for kind, plural in (("error", "errors"), ("timeout", "timeouts"), ("crash", "crashes")):
-                m[f"reward/{name}/{plural}"] = generated.failures[name][kind]
-        for key, values in generated.extras.items():
-            m[f"reward/{key}"] = float(values.nanmean())
-        if len(self.tasks) > 1:
-            for t, task in enumerate(self.tasks):
-                mine = [o for o in outcomes if o.source == t]
-                samples = sum(len(o.correct) for o in mine)
-                m[f"source/{task.label}/drawn"] = self.stats.sources[t].drawn
-                if samples:
-                    m[f"source/{task.label}/accuracy"] = sum(sum(o.correct) for o in mine) / samples
-                    m[f"source/{task.label}/reward"] = sum(o.mean_reward * len(o.correct) for o in mine) / samples
-        m.update(self.sampler.metrics())
-        histogram = self.stats.pass_rate_histogram()
-        m["pool/prompts_seen"] = len(self.stats.prompts)
-        for b, count in enumerate(histogram):
-            m[f"pool/pass_rate_{b / len(histogram):.1f}-{(b + 1) / len(histogram):.1f}"] = count
-        if self.kl_control is not None:
-            m["actor/kl_coef"] = self.kl_coef
-        return m
 
     # ------------------------------------------------------------------ update
 
@@ -403,22 +283,9 @@ class Trainer:
                 else:
                     skipped += 1
         train_s = time.perf_counter() - t0
-        sums = all_reduce_sums(sums)
-        updates = o.ppo_epochs * o.mini_batches
-        tokens, selected = max(sums.pop("tokens"), 1.0), max(sums.pop("selected_tokens"), 1.0)
-        m = {
-            "actor/loss": sums.pop("loss") / updates,
-            "actor/entropy": sums.pop("entropy") / tokens,
-            "actor/kl_ref": sums.pop("kl_ref") / tokens if "kl_ref" in sums else float("nan"),
-            "rollout/logprob_abs_diff": sums.pop("logprob_diff") / tokens,
-            "actor/grad_norm": sum(grad_norms) / len(grad_norms) if grad_norms else float("nan"),
-            "actor/skipped_updates": skipped,
-            "optim/lr": self.scheduler.get_last_lr()[0],
-            "perf/train_tokens_per_s": float(batch.attention_mask.sum()) * o.ppo_epochs / max(train_s, 1e-9),
-            "perf/train_s": train_s,
-        }
-        # clip fractions, ppo_kl, rollout_corr/*: per selected token
-        m.update({(k if "/" in k else f"actor/{k}"): v / selected for k, v in sums.items()})
+        m = update_metrics(all_reduce_sums(sums), o.ppo_epochs * o.mini_batches, grad_norms, skipped)
+        m.update({"optim/lr": self.scheduler.get_last_lr()[0], "perf/train_s": train_s,
+                  "perf/train_tokens_per_s": float(batch.attention_mask.sum()) * o.ppo_epochs / max(train_s, 1e-9)})
         m.update(ratio_summary(torch.cat([t for part in all_gather_objects(log_ratios) for t in part])))
         if self.kl_control is not None and math.isfinite(m["actor/kl_ref"]):
             self.kl_control.update(m["actor/kl_ref"], n_steps=len(batch))
@@ -462,6 +329,34 @@ class Trainer:
 
     # ------------------------------------------------------------------ the loop
 
+    def train_step(self, logger, warned: set[str]) -> tuple[dict[str, float], Path | None]:
+        """Step `self.step`: rollout (sample, generate, score, advantages) -> update -> evaluate when due -> log ->
+        checkpoint when due. Returns the step's metrics and the checkpoint it wrote, if any."""
+        cfg = self.cfg
+        t0 = time.perf_counter()
+        batch, metrics = self.rollout()
+        metrics.update(self.update(batch))
+        for name, message in self.last_reward_errors.items():
+            if name not in warned:
+                warned.add(name)
+                logger.warn(f"reward '{name}' failed on some samples (scored 0, counted in "
+                            f"reward/{name}/errors|timeouts|crashes); first: {message}")
+        if cfg.eval.every_steps and (self.step % cfg.eval.every_steps == 0 or self.step == cfg.steps):
+            metrics.update(self.evaluate())
+        metrics["perf/step_s"] = time.perf_counter() - t0
+        metrics["data/skipped_rows"] = len(self.skipped_rows)
+        logger.log(self.step, metrics)
+        if completions_due(self.step, cfg.tracking.log_completions_every, cfg.steps):
+            logger.log_completions(self.step, completion_rows(
+                self.step, self.last_groups, batch.advantages, batch.completion_mask, self.tasks,
+                cfg.tracking.log_completions_groups))
+        updates = cfg.optim.ppo_epochs * cfg.optim.mini_batches
+        if warning := self.nonfinite.record(self.step, metrics["actor/skipped_updates"], updates):
+            logger.warn(warning)
+        every = cfg.checkpoint.every_steps
+        checkpoint = self.save() if (every and self.step % every == 0) or self.step == cfg.steps else None
+        return metrics, checkpoint
+
     def fit(self) -> dict[str, float]:
         cfg = self.cfg
         if self.step >= cfg.steps:
@@ -487,31 +382,8 @@ class Trainer:
             if self.step == 0 and cfg.eval.every_steps:
                 logger.log(0, self.evaluate())
             while self.step < cfg.steps:
-                t0 = time.perf_counter()
                 self.step += 1
-                batch, metrics = self.rollout()
-                metrics.update(self.update(batch))
-                for name, message in self.last_reward_errors.items():
-                    if name not in warned:
-                        warned.add(name)
-                        logger.warn(f"reward '{name}' failed on some samples (scored 0, counted in "
-                                    f"reward/{name}/errors|timeouts|crashes); first: {message}")
-                if cfg.eval.every_steps and (self.step % cfg.eval.every_steps == 0 or self.step == cfg.steps):
-                    metrics.update(self.evaluate())
-                metrics["perf/step_s"] = time.perf_counter() - t0
-                metrics["data/skipped_rows"] = len(self.skipped_rows)
-                logger.log(self.step, metrics)
-                if completions_due(self.step, cfg.tracking.log_completions_every, cfg.steps):
-                    logger.log_completions(self.step, completion_rows(
-                        self.step, self.last_groups, batch.advantages, batch.completion_mask, self.tasks,
-                        cfg.tracking.log_completions_groups))
-                updates = cfg.optim.ppo_epochs * cfg.optim.mini_batches
-                if warning := self.nonfinite.record(self.step, metrics["actor/skipped_updates"], updates):
-                    logger.warn(warning)
-                every = cfg.checkpoint.every_steps
-                checkpoint = None
-                if (every and self.step % every == 0) or self.step == cfg.steps:
-                    checkpoint = self.save()
+                metrics, checkpoint = self.train_step(logger, warned)
                 if stop.requested() and self.step < cfg.steps:
                     raise TrainingInterrupted(self.step, stop.signum or signal.SIGINT, checkpoint or self.save())
         finally:

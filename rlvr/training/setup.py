@@ -1,0 +1,83 @@
+"""Setting a run up before its first step: seeds, the output directory it may claim (fresh, or resumed), the
+settings data parallelism cannot honour, and the optimizer with its learning-rate schedule."""
+
+from __future__ import annotations
+
+import math
+import random
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from rlvr.config import OptimConfig, RunConfig
+from rlvr.distributed import is_main
+from rlvr.errors import ConfigError, RlvrError
+from rlvr.training.checkpoint import discard_best_model, list_checkpoints, resolve_resume
+from rlvr.training.resources import ensure_writable_dir
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def lr_lambda(schedule: str, warmup: int, total: int):
+    def factor(step: int) -> float:
+        if warmup and step < warmup:
+            return (step + 1) / warmup
+        progress = (step - warmup) / max(1, total - warmup)
+        if schedule == "linear":
+            return max(0.0, 1.0 - progress)
+        if schedule == "cosine":
+            return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+        return 1.0
+
+    return factor
+
+
+def check_data_parallel(cfg: RunConfig, strategy: str, world: int) -> None:
+    """Settings a run over `world` data-parallel processes cannot honour, named before any work is done."""
+    if world == 1:
+        return
+    if cfg.data.prompts_per_step % world:
+        raise ConfigError(f"data.prompts_per_step={cfg.data.prompts_per_step} must be a multiple of the number of "
+                          f"data-parallel processes ({world}): each process generates whole groups.")
+    if cfg.rollout.seed_per_group is False:
+        raise ConfigError("rollout.seed_per_group=false cannot be used with several processes: each group must be "
+                          "sampled from its own generator. Leave it unset or set it to true.")
+    if strategy == "fsdp2" and cfg.optim.mini_batches > 1:
+        raise ConfigError("optim.mini_batches > 1 is not supported with distributed.strategy=fsdp2 on several "
+                          "processes (ranks could get unequal mini-batches); use 1, or distributed.strategy=ddp.")
+
+
+def claim_output_dir(out: Path, resume: str | None) -> Path | None:
+    """The checkpoint to resume from (None: a fresh run), after making sure the run writes nowhere it must not:
+    a fresh run never overwrites an earlier run's checkpoints or metrics."""
+    resume_path = resolve_resume(resume, out) if resume else None
+    if resume == "auto" and resume_path is None and (out / "metrics.jsonl").is_file():
+        raise RlvrError(f"--resume auto: {out} holds an earlier run (metrics.jsonl) but no checkpoint to "
+                        "continue from; starting again would overwrite its metrics. Start a new run without "
+                        "--resume (in another tracking.output_dir to keep this one), or set "
+                        "checkpoint.every_steps so the next run can be resumed.")
+    existing = list_checkpoints(out / "checkpoints")
+    if existing and resume_path is None:
+        raise RlvrError(
+            f"{out} already holds checkpoints (newest {existing[-1].name}). Continue that run with "
+            f"--resume auto, or choose another tracking.output_dir."
+        )
+    ensure_writable_dir(out)
+    if is_main() and resume_path is None and discard_best_model(out):
+        print(f"note: removed the best model an earlier, checkpoint-less run left in {out}", file=sys.stderr)
+    return resume_path
+
+
+def make_optimizer(model, o: OptimConfig, steps: int, fused: bool) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
+    """AdamW over the trainable parameters (`fused`: one kernel per step, on CUDA) and its schedule over every
+    optimizer update of the run (steps x ppo_epochs x mini_batches)."""
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(trainable, lr=o.lr, betas=o.betas, weight_decay=o.weight_decay, fused=fused or None)
+    total_updates = steps * o.ppo_epochs * o.mini_batches
+    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(o.schedule, o.warmup_steps, total_updates))
