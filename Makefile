@@ -41,8 +41,10 @@ test: install
 test-all: install
 	$(BIN)/python -m pytest -q -m "slow or not slow"
 
+# ruff, and the layer contract of .importlinter (docs/architecture.md): a new import circle or upward import fails.
 lint: install
 	$(BIN)/ruff check rlvr tests benchmarks
+	$(BIN)/lint-imports
 
 clean:
 	rm -rf $(VENV) runs
