@@ -19,7 +19,7 @@ def test_the_layer_contract_holds(monkeypatch):
 
 @pytest.fixture(scope="module")
 def graph():
-    return grimp.build_graph("rlvr", exclude_type_checking_imports=True)
+    return grimp.build_graph("rlvr")
 
 
 def circles(graph) -> list[list[str]]:

@@ -1,4 +1,4 @@
-"""Advantage estimators: `fn(AdvantageInputs, AlgorithmConfig) -> (token advantages [N, C], history | None)`.
+"""Advantage estimators: `fn(AdvantageInputs, AlgorithmSettings) -> (token advantages [N, C], history | None)`.
 
 Every estimator is a pure function. One that keeps per-prompt statistics across steps (`dcpo_smooth`)
 reads them from `inputs.history` and returns an updated copy; the others return None. The trainer
@@ -9,15 +9,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
+from rlvr.algorithms.settings import AlgorithmSettings
 from rlvr.registry import Registry
-
-if TYPE_CHECKING:  # the settings' type only: the algorithms import nothing above them
-    from rlvr.config import AlgorithmConfig
 
 ADVANTAGES: Registry = Registry("advantage estimator")
 
@@ -98,7 +95,7 @@ def apply_sign_weights(advantages: Tensor, positive_weight: float, negative_weig
     return torch.where(advantages > 0, positive_weight * advantages, negative_weight * advantages)
 
 
-def compute_advantages(inp: AdvantageInputs, cfg: AlgorithmConfig) -> tuple[Tensor, dict | None]:
+def compute_advantages(inp: AdvantageInputs, cfg: AlgorithmSettings) -> tuple[Tensor, dict | None]:
     """The configured estimator followed by the per-sign weights: the one call the trainer makes.
     Returns the advantages and the history to pass next step (unchanged for stateless estimators)."""
     advantages, history = ADVANTAGES.get(cfg.advantage)(inp, cfg)
@@ -107,7 +104,7 @@ def compute_advantages(inp: AdvantageInputs, cfg: AlgorithmConfig) -> tuple[Tens
 
 
 @ADVANTAGES.register("grpo")
-def grpo(inp: AdvantageInputs, cfg: AlgorithmConfig) -> tuple[Tensor, None]:
+def grpo(inp: AdvantageInputs, cfg: AlgorithmSettings) -> tuple[Tensor, None]:
     """GRPO (DeepSeekMath, Shao et al. 2024): A_i = (s_i - mean_group) / (std_group + eps)."""
     scores = sample_rewards(inp)
     mean, std = group_stats(scores, inp.group_ids, cfg.std_unbiased)
@@ -115,7 +112,7 @@ def grpo(inp: AdvantageInputs, cfg: AlgorithmConfig) -> tuple[Tensor, None]:
 
 
 @ADVANTAGES.register("dr_grpo")
-def dr_grpo(inp: AdvantageInputs, cfg: AlgorithmConfig) -> tuple[Tensor, None]:
+def dr_grpo(inp: AdvantageInputs, cfg: AlgorithmSettings) -> tuple[Tensor, None]:
     """Dr. GRPO (Liu et al. 2025, "Understanding R1-Zero-Like Training"): A_i = s_i - mean_group, no std division."""
     scores = sample_rewards(inp)
     mean, _ = group_stats(scores, inp.group_ids, cfg.std_unbiased)
@@ -123,7 +120,7 @@ def dr_grpo(inp: AdvantageInputs, cfg: AlgorithmConfig) -> tuple[Tensor, None]:
 
 
 @ADVANTAGES.register("grpo_batch_std")
-def grpo_batch_std(inp: AdvantageInputs, cfg: AlgorithmConfig) -> tuple[Tensor, None]:
+def grpo_batch_std(inp: AdvantageInputs, cfg: AlgorithmSettings) -> tuple[Tensor, None]:
     """GRPO centred per group, scaled by the batch std (TRL `scale_rewards="batch"`; "Tricks or Traps? A Deep
     Dive into RL for LLM Reasoning", Liu et al. 2025): A_i = (s_i - mean_group) / (std_batch + eps),
     std_batch over all N sample rewards of the step."""
@@ -134,7 +131,7 @@ def grpo_batch_std(inp: AdvantageInputs, cfg: AlgorithmConfig) -> tuple[Tensor, 
 
 
 @ADVANTAGES.register("rloo")
-def rloo(inp: AdvantageInputs, cfg: AlgorithmConfig) -> tuple[Tensor, None]:
+def rloo(inp: AdvantageInputs, cfg: AlgorithmSettings) -> tuple[Tensor, None]:
     """RLOO (Ahmadian et al. 2024): A_i = s_i - mean of the other samples of the group (0 for a group of one)."""
     scores = sample_rewards(inp)
     means, _, inverse = group_moments(scores, inp.group_ids, cfg.std_unbiased)
@@ -144,7 +141,7 @@ def rloo(inp: AdvantageInputs, cfg: AlgorithmConfig) -> tuple[Tensor, None]:
 
 
 @ADVANTAGES.register("reinforce")
-def reinforce(inp: AdvantageInputs, cfg: AlgorithmConfig) -> tuple[Tensor, None]:
+def reinforce(inp: AdvantageInputs, cfg: AlgorithmSettings) -> tuple[Tensor, None]:
     """REINFORCE with a constant baseline (Williams 1992): A_i = s_i - b, b = `reward_baseline`. With 0/1
     rewards and b = 0.5 the sign splits correct (PSR) from incorrect (NSR) samples, as W-REINFORCE needs."""
     return _broadcast(sample_rewards(inp) - cfg.reward_baseline, inp.mask), None
@@ -164,7 +161,7 @@ def discounted_returns(token_rewards: Tensor, mask: Tensor, gamma: float) -> Ten
 
 
 @ADVANTAGES.register("reinforce_pp")
-def reinforce_pp(inp: AdvantageInputs, cfg: AlgorithmConfig) -> tuple[Tensor, None]:
+def reinforce_pp(inp: AdvantageInputs, cfg: AlgorithmSettings) -> tuple[Tensor, None]:
     """REINFORCE++ (Hu 2025, arXiv 2501.03262): token returns G_t = sum_{k>=t} gamma^(k-t) r_k of the token
     rewards, whitened over the whole batch: A_t = (G_t - mean) / (std + eps), masked mean/std over valid tokens."""
     token_rewards = inp.token_rewards if inp.token_rewards is not None else last_token_rewards(inp.scores, inp.mask)
@@ -173,7 +170,7 @@ def reinforce_pp(inp: AdvantageInputs, cfg: AlgorithmConfig) -> tuple[Tensor, No
 
 
 @ADVANTAGES.register("reinforce_pp_baseline")
-def reinforce_pp_baseline(inp: AdvantageInputs, cfg: AlgorithmConfig) -> tuple[Tensor, None]:
+def reinforce_pp_baseline(inp: AdvantageInputs, cfg: AlgorithmSettings) -> tuple[Tensor, None]:
     """REINFORCE++-baseline (Hu 2025, arXiv 2501.03262): A_i = s_i - mean_group on every token, then whitened
     over the batch's valid tokens: (A - mean) / (std + eps)."""
     scores = sample_rewards(inp)
@@ -183,7 +180,7 @@ def reinforce_pp_baseline(inp: AdvantageInputs, cfg: AlgorithmConfig) -> tuple[T
 
 
 @ADVANTAGES.register("ngrpo")
-def ngrpo(inp: AdvantageInputs, cfg: AlgorithmConfig) -> tuple[Tensor, None]:
+def ngrpo(inp: AdvantageInputs, cfg: AlgorithmSettings) -> tuple[Tensor, None]:
     """NGRPO advantage calibration (Nan et al. 2025, arXiv 2509.18851): one virtual sample with the maximum
     reward r_max (`ngrpo_max_reward`) joins each group's statistics: mu' = (sum_i s_i + r_max) / (G + 1),
     sigma' = std of {s_1..s_G, r_max}; A_i = (s_i - mu') / (sigma' + eps). An all-wrong group gets A < 0."""
@@ -197,7 +194,7 @@ def _standardize(scores: Tensor, mean: float, std: float, eps: float) -> Tensor:
 
 
 @ADVANTAGES.register("dcpo_smooth")
-def dcpo_smooth(inp: AdvantageInputs, cfg: AlgorithmConfig) -> tuple[Tensor, dict]:
+def dcpo_smooth(inp: AdvantageInputs, cfg: AlgorithmSettings) -> tuple[Tensor, dict]:
     """DCPO smooth advantage standardization (Yang et al. 2025, arXiv 2509.02333), as in the authors' code.
 
     For a prompt seen for the i-th time (i = 1 on first sight), with this step's group mean/std (mu_new,

@@ -6,15 +6,11 @@ metrics. Every loss reports clip_frac_high, clip_frac_low (zeros where nothing i
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 from torch import Tensor
 
+from rlvr.algorithms.settings import AlgorithmSettings
 from rlvr.registry import Registry
-
-if TYPE_CHECKING:  # the settings' type only: the algorithms import nothing above them
-    from rlvr.config import AlgorithmConfig
 
 POLICY_LOSSES: Registry = Registry("policy loss")
 
@@ -45,7 +41,7 @@ def _dual_clip(loss: Tensor, advantages: Tensor, c: float, stats: dict[str, Tens
 
 
 @POLICY_LOSSES.register("ppo_clip")
-def ppo_clip(logp, old_logp, advantages, mask, cfg: AlgorithmConfig):
+def ppo_clip(logp, old_logp, advantages, mask, cfg: AlgorithmSettings):
     """PPO clipped surrogate (Schulman et al. 2017) with clip-higher eps_low/eps_high (DAPO) and optional
     dual clip c for negative advantages (Ye et al. 2020):
     rho = exp(clamp(logp - old, -20, 20)); L = max(-A rho, -A clip(rho, 1-eps_low, 1+eps_high));
@@ -60,7 +56,7 @@ def ppo_clip(logp, old_logp, advantages, mask, cfg: AlgorithmConfig):
 
 
 @POLICY_LOSSES.register("gspo")
-def gspo(logp, old_logp, advantages, mask, cfg: AlgorithmConfig):
+def gspo(logp, old_logp, advantages, mask, cfg: AlgorithmSettings):
     """GSPO (Zheng et al. 2025, "Group Sequence Policy Optimization"), token form GSPO-token:
     log s_i = sum_t m_t (logp_t - old_t) / sum_t m_t (clamped to +-20); token ratio
     s_i,t = exp(logp_t - sg(logp_t) + sg(log s_i)) (value s_i, gradient of logp_t);
@@ -76,7 +72,7 @@ def gspo(logp, old_logp, advantages, mask, cfg: AlgorithmConfig):
 
 
 @POLICY_LOSSES.register("cispo")
-def cispo(logp, old_logp, advantages, mask, cfg: AlgorithmConfig):
+def cispo(logp, old_logp, advantages, mask, cfg: AlgorithmSettings):
     """CISPO (MiniMax-M1, arXiv 2506.13585): L = -sg(w) A logp with the clipped importance weight
     w = min(rho, 1+eps_high) (one-sided, the default: MiniMax-M1 set no lower bound, TRL caps only from
     above) or w = clip(rho, 1-eps_low, 1+eps_high) with `cispo_two_sided`. Every token keeps a gradient;
@@ -95,7 +91,7 @@ def cispo(logp, old_logp, advantages, mask, cfg: AlgorithmConfig):
 
 
 @POLICY_LOSSES.register("reinforce")
-def reinforce(logp, old_logp, advantages, mask, cfg: AlgorithmConfig):
+def reinforce(logp, old_logp, advantages, mask, cfg: AlgorithmSettings):
     """On-policy REINFORCE (Williams 1992): L = -A logp, no ratio and no clipping (only valid when the update
     uses the samples' own policy: one epoch, one mini-batch)."""
     zeros = torch.zeros_like(logp).detach()
@@ -118,7 +114,7 @@ def dcpo_ratio_bounds(old_logp: Tensor, eps_low: float, eps_high: float, ratio_m
 
 
 @POLICY_LOSSES.register("dcpo")
-def dcpo(logp, old_logp, advantages, mask, cfg: AlgorithmConfig):
+def dcpo(logp, old_logp, advantages, mask, cfg: AlgorithmSettings):
     """DCPO (Yang et al. 2025, arXiv 2509.02333): the PPO clipped surrogate with per-token bounds
     [low(q), high(q)] from `dcpo_ratio_bounds` (q = old token probability, eps = clip_eps_low/high, paper
     0.16/0.2, cap `dcpo_ratio_max` = 10); optional dual clip as in ppo_clip."""

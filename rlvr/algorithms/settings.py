@@ -1,0 +1,24 @@
+"""What the advantage estimators and policy losses read from a run's `algorithm` section.
+
+`rlvr.config.AlgorithmConfig` is one such object; the algorithms name this protocol instead of the config class, so
+the algorithm math depends on nothing above it (and a plugin or a test may pass any object with these attributes)."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+
+class AlgorithmSettings(Protocol):
+    advantage: str  # the registered estimator's name
+    advantage_epsilon: float  # added to the group std
+    std_unbiased: bool  # group std with N-1 (verl) or N
+    gamma: float  # discount of token returns (reinforce_pp)
+    reward_baseline: float  # constant baseline of 'reinforce'
+    ngrpo_max_reward: float  # NGRPO's virtual sample's reward
+    positive_weight: float  # PSR weight on positive advantages
+    negative_weight: float  # NSR weight on negative advantages
+    clip_eps_low: float  # PPO clip: ratio floor 1 - clip_eps_low
+    clip_eps_high: float  # PPO clip: ratio ceiling 1 + clip_eps_high
+    dual_clip_c: float | None  # dual-clip bound for negative advantages
+    cispo_two_sided: bool  # CISPO: also clip from below
+    dcpo_ratio_max: float  # DCPO: ceiling of the dynamic upper bound
