@@ -1,5 +1,7 @@
 """Algorithm math as pure, registered functions: advantage estimators, policy losses, KL, aggregation,
-token selection, and named presets."""
+token selection, and named presets.
+
+Imports nothing of rlvr but the registry and errors: the math knows no config, model or trainer."""
 
 from rlvr.algorithms.advantages import ADVANTAGES, AdvantageInputs, compute_advantages, last_token_rewards
 from rlvr.algorithms.aggregation import aggregate

@@ -1,5 +1,8 @@
 """Environments for multi-turn episodes (tools, feedback, games) and the registry they live in.
-See docs/environments.md."""
+See docs/environments.md.
+
+May import rewards, tasks, verifiers, sandbox and below; `make_tasks` builds a run's tasks, each wrapped in its
+environment when it has one."""
 
 from rlvr.envs import guess_number, skyrl_adapter, tool_use, try_again  # noqa: F401  (register the built-ins)
 from rlvr.envs.base import ENVIRONMENTS, REWARD_RULES, Environment, EnvStep, Outcome

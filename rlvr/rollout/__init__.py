@@ -1,4 +1,8 @@
-"""Rollout engines behind one interface."""
+"""Generating a step: rollout engines behind one interface (hf, static), multi-turn episodes over an engine,
+collecting one step's scored groups (collect.py, and the asynchronous rollout workers, workers.py), and the types
+they hand the trainer (steps.py).
+
+May import envs, curriculum, rewards, tasks, models and below; never tracking, evaluation or training."""
 
 from rlvr.rollout import auto, hf, static  # noqa: F401  (register the engines)
 from rlvr.rollout.base import (

@@ -17,6 +17,9 @@ Shape (AReaL, Fu et al. 2025, "AReaL: A Large-Scale Asynchronous Reinforcement L
   are rare.
 - A worker that dies is replaced: a fresh process gets the current weights and its unfinished jobs again. Results
   are accepted once per job id, so nothing is trained twice.
+
+One cohesive piece over 400 lines on purpose: the trainer's side and the worker's side of one message protocol
+(jobs, weights, results, replacement) read best together.
 """
 
 from __future__ import annotations

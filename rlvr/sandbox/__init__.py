@@ -5,6 +5,8 @@ see `isolation_level` and rlvr.sandbox.policy) under CPU, memory, file-size, ope
 and a wall-clock timeout.
 `check_function_tests` scores a program against assert-style tests (HumanEval); `check_io_cases` against
 stdin/stdout cases (competitive programming). See docs/sandbox.md.
+
+Imports nothing of rlvr but errors: policy.py (the configured minimum) below run.py (the runner).
 """
 
 from rlvr.sandbox.checks import check_function_tests, check_io_cases

@@ -3,6 +3,8 @@
 A task lists problems by split ('train' / 'eval') and index; procedural tasks are unbounded
 (`size` is None) and deterministic in (seed, split, index), so a sampler's state is just counters.
 The verifier is named as 'module:function' so reward workers can import it by itself.
+
+May import verifiers, sandbox, models and below; a task knows no environment (rlvr.envs wraps tasks).
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
 """A run's logs behind one logger: metrics.jsonl and completions.jsonl always, the console (banner, progress,
-summary), and registered sinks: TensorBoard, Weights & Biases, MLflow, trackio (docs/tracking.md)."""
+summary), and registered sinks: TensorBoard, Weights & Biases, MLflow, trackio (docs/tracking.md).
+
+May import rollout, tasks, config and below."""
 
 from __future__ import annotations
 
