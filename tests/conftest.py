@@ -30,16 +30,20 @@ FAST = {
 }
 
 
-# The libraries whose deprecations rlvr must follow; their own frames are skipped when looking for the caller.
-DEPRECATING = ("torch", "transformers", "peft", "warnings", "functools", "contextlib")
+# Frames that only pass a call on: warnings' own, decorators, and torch's module dispatch (model(...) -> forward).
+PLUMBING = ("warnings", "functools", "contextlib", "torch")
 
 
 def called_from_rlvr(frame) -> bool:
-    """Whether the first frame above `frame` that is not torch's, transformers' or peft's own code is rlvr's: the
-    call that used the deprecated API was rlvr's (not a library's internal call, nor a test's)."""
+    """Whether the deprecated API was called directly by rlvr's code: above the frame that raised the warning, skip
+    that library's own frames and the plumbing; the first other frame is the caller. A library's internal use of
+    another's deprecated API (peft reading a deprecated transformers property) is not rlvr's call."""
+    while frame is not None and frame.f_globals.get("__name__", "").split(".")[0] == "warnings":
+        frame = frame.f_back
+    origin = frame.f_globals.get("__name__", "").split(".")[0] if frame is not None else ""
     while frame is not None:
         module = frame.f_globals.get("__name__", "")
-        if module.split(".")[0] not in DEPRECATING:
+        if module.split(".")[0] not in (origin, *PLUMBING):
             return module == "rlvr" or module.startswith("rlvr.")
         frame = frame.f_back
     return False

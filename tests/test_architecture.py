@@ -48,3 +48,23 @@ def test_the_circle_check_sees_a_circle():
     g.add_import(importer="pkg.a", imported="pkg.b")
     g.add_import(importer="pkg.b", imported="pkg.a")
     assert circles(g)
+
+
+def _module(name: str, source: str) -> dict:
+    """Run `source` as if it were the module `name` (frames then carry that module name)."""
+    namespace = {"__name__": name}
+    exec(compile(source, f"<{name}>", "exec"), namespace)
+    return namespace
+
+
+def test_a_deprecation_called_by_rlvr_fails_and_a_library_internal_one_does_not():
+    """tests/conftest.py turns a DeprecationWarning/FutureWarning into an error when rlvr's code made the call."""
+    library = _module("transformers._probe", "import warnings\n"
+                      "def old_api():\n    warnings.warn('old_api is deprecated', FutureWarning)\n")
+    rlvr_code = _module("rlvr._probe", "def use(f):\n    return f()\n")
+    other_library = _module("peft._probe", "def use(f):\n    return f()\n")
+    with pytest.raises(FutureWarning, match="called from rlvr"):
+        rlvr_code["use"](library["old_api"])
+    # peft calling transformers' deprecated API is not rlvr's call: the warning is shown, nothing raised (no
+    # catch_warnings here: it would set the guard aside).
+    other_library["use"](library["old_api"])
