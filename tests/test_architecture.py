@@ -60,11 +60,12 @@ def _module(name: str, source: str) -> dict:
 def test_a_deprecation_called_by_rlvr_fails_and_a_library_internal_one_does_not():
     """tests/conftest.py turns a DeprecationWarning/FutureWarning into an error when rlvr's code made the call."""
     library = _module("transformers._probe", "import warnings\n"
-                      "def old_api():\n    warnings.warn('old_api is deprecated', FutureWarning)\n")
+                      "def old_api():\n    warnings.warn('old_api is deprecated', FutureWarning)\n"
+                      "def other_old_api():\n    warnings.warn('other_old_api is deprecated', FutureWarning)\n")
     rlvr_code = _module("rlvr._probe", "def use(f):\n    return f()\n")
     other_library = _module("peft._probe", "def use(f):\n    return f()\n")
     with pytest.raises(FutureWarning, match="called from rlvr"):
         rlvr_code["use"](library["old_api"])
     # peft calling transformers' deprecated API is not rlvr's call: the warning is shown, nothing raised (no
     # catch_warnings here: it would set the guard aside).
-    other_library["use"](library["old_api"])
+    other_library["use"](library["other_old_api"])
