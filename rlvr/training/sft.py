@@ -10,7 +10,15 @@ import torch
 
 from rlvr.config.schema import RunConfig
 from rlvr.errors import DataError
-from rlvr.models.loading import TINY, load_model, load_policy, load_tokenizer, resolve_device, save_pretrained
+from rlvr.models.loading import (
+    TINY,
+    load_model,
+    load_policy,
+    load_tokenizer,
+    model_source,
+    resolve_device,
+    save_pretrained,
+)
 from rlvr.models.prompts import PromptEncoder
 from rlvr.tasks import make_tasks
 from rlvr.tasks.dataset import read_rows
@@ -122,7 +130,8 @@ def run_sft(cfg: RunConfig) -> Path:
         hints = [h for task in make_tasks(cfg.data.tasks, cfg.seed) for h in task.corpus(0)]  # environment text
         model, tokenizer = load_policy(cfg.model, cfg.seed, texts + hints)
     else:
-        model, tokenizer = load_model(cfg.model), load_tokenizer(cfg.model.tokenizer or cfg.model.name)
+        model = load_model(cfg.model)
+        tokenizer = load_tokenizer(cfg.model.tokenizer or model_source(cfg.model), cfg.model.trust_remote_code)
     model.to(resolve_device(cfg.model.device))
     encode = PromptEncoder(tokenizer, cfg.model.chat_template, cfg.data.system_prompt, cfg.data.max_prompt_tokens,
                            template_kwargs=cfg.model.chat_template_kwargs)
