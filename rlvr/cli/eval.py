@@ -124,7 +124,7 @@ def print_summary(data: dict) -> None:
             low, high = stats["ci95"]
             cells.append(f"{100 * stats['value']:.1f}% [{100 * low:.1f}, {100 * high:.1f}]")
         table.add_row(name, *cells)
-    table.add_row("completions/s", *[f"{m['generation']['completions_per_s']:.0f}" for m in data["models"]])
+    table.add_row("completions/s", *[f"{m['generation']['completions_per_s']:.3g}" for m in data["models"]])
     Console().print(table)
     for b in data["boundary"]:
         print(f"boundary at k={b['k']}: {len(b['only_a'])} problems solved only by {b['a']}, "
