@@ -281,7 +281,7 @@ def render_run_report(run_dir: str | Path) -> str:
                 ("Prompt pool pass rates", pass_rate_figure(rows)), ("Held-out pass@k", pass_at_k_figure(rows))]
     body = [f"<h1>rlvr run report: {html.escape(run.resolve().name)}</h1>", facts_table(run, rows)]
     body += [f"<h2>{title}</h2>\n{figure}" for title, figure in sections if figure]
-    body += ["<h2 id='completions'>Sampled completions</h2>", completions_section(read_jsonl(run / "completions.jsonl"))]
+    body += ["<h2>Sampled completions</h2>", completions_section(read_jsonl(run / "completions.jsonl"))]
     return (f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>rlvr report: {html.escape(run.name)}"
             f"</title><style>{STYLE}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")
 
