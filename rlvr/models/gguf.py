@@ -163,7 +163,8 @@ def dequantized_dir(path: Path) -> Path:
     root = cache_root()
     target = root / cache_key(path)
     if (target / "config.json").is_file():
-        return target
+        return target  # a cached copy needs no GGUF reader
+    _require_gguf_reader(path)
     try:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as e:
