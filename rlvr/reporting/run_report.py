@@ -263,6 +263,7 @@ table.samples { border-collapse: collapse; width: 100%; font-size: 12px; }
 table.samples th, table.samples td { border-top: 1px solid #eee; padding: 4px 6px; text-align: left;
   vertical-align: top; }
 table.samples td:nth-child(2) { width: 50%; }
+table.samples td:last-child { max-width: 12em; overflow-wrap: anywhere; }
 tr.ok td:first-child { border-left: 4px solid #2a9d3f; } tr.bad td:first-child { border-left: 4px solid #d04437; }
 tr.ok td.verdict { color: #2a7d3a; } tr.bad td.verdict { color: #b0352a; }
 .empty { color: #999; font-style: italic; }
