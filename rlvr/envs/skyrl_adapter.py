@@ -40,7 +40,8 @@ class SkyRLEnvironment(Environment):
         self.outcome_rule, self.rewards = outcome, []
 
     def reset(self) -> list[dict]:
-        messages, _ = self.env.init([{"role": "user", "content": self.problem.prompt}])
+        prompt = self.problem.prompt  # a conversational prompt opens as it is
+        messages, _ = self.env.init(list(prompt) if isinstance(prompt, list) else [{"role": "user", "content": prompt}])
         return list(messages)
 
     def step(self, text: str) -> EnvStep:

@@ -8,6 +8,7 @@ import math
 import time
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -54,6 +55,7 @@ class ProblemResult:
     task: str
     uid: str
     reference: str | None = None  # the problem's reference answer, when it has one
+    prompt: Any = None  # the problem's prompt as the data gives it (text, or a list of messages)
     samples: int = 0
     correct: int = 0
     greedy_correct: bool | None = None
@@ -175,7 +177,7 @@ def run_evaluation(engine: RolloutEngine, encode: PromptEncoder, tasks: list[Tas
     """Greedy and sampled completions for each task's first `num_problems` held-out problems, generated a
     batch of prompts per engine call and scored by the task's verifier."""
     work = [(task, problem) for task in tasks for problem in eval_problems(task, settings.num_problems)]
-    results = [ProblemResult(task.label, p.uid, p.answer) for task, p in work]
+    results = [ProblemResult(task.label, p.uid, p.answer, p.prompt) for task, p in work]
     runner = EpisodeRunner(engine, encode)  # environment tasks are played as episodes
     passes = []
     if settings.greedy:
@@ -216,7 +218,9 @@ def _score(composer: RewardComposer, work: list[tuple[Task, Problem]], results: 
         room = keep - len(result.completions)
         result.completions += [{"text": c.text, "greedy": params.greedy, "correct": bool(v),
                                 "answer": task.final_answer(c.text), "tokens": len(c.token_ids),
-                                "truncated": c.truncated} for c, v in zip(group[:max(room, 0)], ok)]
+                                "truncated": c.truncated,
+                                **({"messages": list(c.messages)} if getattr(c, "messages", None) else {})}
+                               for c, v in zip(group[:max(room, 0)], ok)]
         if params.greedy:
             result.greedy_correct = ok[0]
             continue

@@ -55,26 +55,54 @@ class ScoredRow:
     reference: Any = None  # the row's 'answer', when it has one
 
 
-def completion_requests(path: str | Path, spec: str, args: dict[str, Any]) -> list[RewardRequest]:
-    """One request per row of a completions file: `completion` (required), `prompt` (optional, default ''),
-    every other column handed to the verifier as a keyword, then `args` on top."""
+def is_run_completion(row: dict[str, Any]) -> bool:
+    """Whether `row` is a row of a training run's completions.jsonl (rlvr.tracking.completions): there `answer` is
+    the answer the completion stated and `reference` the problem's."""
+    return "reference" in row and "answer_matches" in row
+
+
+def verifier_fields(row: dict[str, Any]) -> dict[str, Any]:
+    """The keyword arguments a row hands the verifier: every column but prompt and completion; for a row of a run's
+    completions.jsonl only its reference, as `answer` (its own `answer` is what the completion stated, and scoring
+    against that would accept whatever the model said; its scores and bookkeeping are not the verifier's)."""
+    if is_run_completion(row):
+        return {} if row["reference"] is None else {"answer": row["reference"]}
+    return {k: v for k, v in row.items() if k not in ("prompt", "completion")}
+
+
+def row_label(row: dict[str, Any], line: int) -> str:
+    """How the table names a row: its `id`; a run's completion by step, problem and sample; else its line."""
+    if "id" in row:
+        return str(row["id"])
+    if is_run_completion(row):
+        return f"step {row.get('step')} {row.get('uid')} #{row.get('sample')}"
+    return str(line)
+
+
+def completion_requests(path: str | Path, spec: str, args: dict[str, Any]) -> tuple[list[RewardRequest], list[str]]:
+    """One request per row of a completions file: `completion` (required), `prompt` (optional, default ''; a
+    conversation, a list of messages, is handed on as it is, as in training), every other column handed to the
+    verifier as a keyword (a run's completions.jsonl: its reference as `answer`), then `args` on top; with each
+    row's label for tables (row_label)."""
     resolve_function(spec)  # a bad spec fails here with a clear message, not in every worker
-    requests = []
+    requests, labels = [], []
     for line, row in enumerate(read_rows(path), 1):
         if not isinstance(row.get("completion"), str):
             found = ", ".join(sorted(row)) or "none"
             raise DataError(f"{path}, row {line}: needs a text column 'completion'. Columns found: {found}.")
-        fields = {k: v for k, v in row.items() if k not in ("prompt", "completion")}
-        requests.append(RewardRequest(line, spec, str(row.get("prompt", "")), row["completion"], {**fields, **args}))
+        prompt = row.get("prompt", "")
+        prompt = prompt if isinstance(prompt, (str, list)) else str(prompt)
+        requests.append(RewardRequest(line, spec, prompt, row["completion"], {**verifier_fields(row), **args}))
+        labels.append(row_label(row, line))
     if not requests:
         raise DataError(f"{path} has no rows.")
-    return requests
+    return requests, labels
 
 
 def score_file(path: str | Path, spec: str, args: dict[str, Any], pool: RewardPool,
                show_progress: bool = True) -> list[ScoredRow]:
     """Each row's outcome (status, score, extras, message), in file order."""
-    requests = completion_requests(path, spec, args)
+    requests, labels = completion_requests(path, spec, args)
     outcomes = score_requests(pool, requests, f"scoring {Path(path).name}", show_progress)
-    return [ScoredRow(r.key, str(r.fields.get("id", r.key)), outcomes[r.key], r.completion, r.fields.get("answer"))
-            for r in requests]
+    return [ScoredRow(r.key, label, outcomes[r.key], r.completion, r.fields.get("answer"))
+            for r, label in zip(requests, labels)]

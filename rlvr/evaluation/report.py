@@ -32,7 +32,8 @@ def boundary(a: EvalRun, b: EvalRun) -> dict:
 def problem_row(result: ProblemResult, metrics: dict[str, float]) -> dict:
     """One row of the per-problem table: counts, the five most frequent answers, the problem's estimates."""
     top = sorted(result.classes, key=lambda c: -c.count)[:5]
-    return {"task": result.task, "uid": result.uid, "reference": result.reference, "samples": result.samples,
+    return {"task": result.task, "uid": result.uid, "reference": result.reference, "prompt": result.prompt,
+            "samples": result.samples,
             "correct": result.correct, "greedy_correct": result.greedy_correct,
             "distinct_answers": len(result.classes), "no_answer": result.no_answer,
             "answers": [[c.answer, c.count, c.correct] for c in top], "completions": result.completions,
@@ -133,6 +134,16 @@ def markdown(data: dict, figures: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def transcript(messages: list) -> str:
+    """Messages as '[role] content' paragraphs (a conversational prompt, an episode's turns)."""
+    return "\n".join(f"[{m.get('role', '?')}] {m.get('content', '')}" if isinstance(m, dict) else str(m)
+                     for m in messages)
+
+
+def text_block(text: str) -> list[str]:
+    return ["```text", text.replace("```", "` ` `"), "```"]
+
+
 def completion_lines(data: dict) -> list[str]:
     """report.md's sample completions: the first problems' kept completions, per model, with their verdicts."""
     models = data["models"]
@@ -144,14 +155,17 @@ def completion_lines(data: dict) -> list[str]:
     for i, first in enumerate(models[0]["problems"][:SHOWN_PROBLEMS]):
         reference = f", reference `{first['reference']}`" if first["reference"] is not None else ""
         lines += ["", f"### {first['task']} / `{first['uid']}`{reference}"]
+        prompt = first.get("prompt")
+        if prompt:
+            lines += ["", "Prompt:", "", *text_block(transcript(prompt) if isinstance(prompt, list) else str(prompt))]
         for m in models:
             for c in m["problems"][i].get("completions", [])[:SHOWN_COMPLETIONS]:
                 kind = "greedy" if c["greedy"] else "sampled"
                 verdict = "correct" if c["correct"] else "wrong"
                 answer = f"`{c['answer']}`" if c["answer"] is not None else "no answer"
                 lines += ["", f"**{m['label']}**, {kind}: {verdict}, answer {answer}, {c['tokens']} tokens"
-                          + (" (cut at the token limit)" if c["truncated"] else ""), "", "```text",
-                          c["text"].replace("```", "` ` `"), "```"]
+                          + (" (cut at the token limit)" if c["truncated"] else ""), "",
+                          *text_block(transcript(c["messages"]) if c.get("messages") else c["text"])]
     return lines
 
 

@@ -1,5 +1,6 @@
-"""Load a policy and its tokenizer: any Hugging Face causal LM (hub name or local directory),
-or a tiny config-built model with a BPE tokenizer trained locally on the task's text."""
+"""Load a policy and its tokenizer: any Hugging Face causal LM (hub name or local directory), a GGUF model (a .gguf
+file or a packaged model's short name, dequantized once into a cached HF directory: rlvr.models.gguf), or a tiny
+config-built model with a BPE tokenizer trained locally on the task's text."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from transformers.utils import logging as hf_logging
 
 from rlvr.config import ModelConfig, TinyModelConfig
 from rlvr.errors import RlvrError
+from rlvr.models.gguf import PACKAGED, resolve_model_name
 
 TINY = "tiny"
 PAD, EOS, UNK = "<pad>", "<eos>", "<unk>"
@@ -98,7 +100,7 @@ def hub_unreachable_reason(endpoint: str, timeout_s: float = 5.0) -> str | None:
 def check_model_reachable(name: str) -> None:
     """A hub name (not a local directory) must be in the local cache or the hub reachable; otherwise fail at once,
     saying how to point at a local directory."""
-    if name == TINY or Path(name).expanduser().exists() or _hub_cached(name):
+    if name == TINY or name.lower() in PACKAGED or Path(name).expanduser().exists() or _hub_cached(name):
         return
     reason = hub_unreachable_reason(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
     if reason:
@@ -136,13 +138,22 @@ def _check_local(name: str) -> None:
     if not p.is_dir():
         raise RlvrError(
             f"model.name '{name}' does not exist. Give an existing directory saved with save_pretrained "
-            f"(config.json + weights), a hub name like 'Qwen/Qwen2.5-0.5B-Instruct', or 'tiny'."
+            f"(config.json + weights), a .gguf file, a packaged model ({', '.join(PACKAGED)}), a hub name like "
+            f"'Qwen/Qwen2.5-0.5B-Instruct', or 'tiny'."
         )
     if not (p / "config.json").is_file():
         raise RlvrError(f"model.name '{name}' is a directory without config.json; point it at a saved HF model directory.")
 
 
+def model_source(cfg: ModelConfig) -> str:
+    """What model.name (with model.gguf_file) loads from: a GGUF model's cached HF directory (converted on first
+    use), anything else as written."""
+    return cfg.name if cfg.name == TINY else resolve_model_name(cfg.name, cfg.gguf_file)
+
+
 def load_tokenizer(name: str, trust_remote_code: bool = False) -> PreTrainedTokenizerBase:
+    """The tokenizer of an HF directory or hub name, or of a GGUF model (its cached directory)."""
+    name = resolve_model_name(name)
     _check_local(name)
     try:
         tok = AutoTokenizer.from_pretrained(name, trust_remote_code=trust_remote_code)
@@ -154,7 +165,9 @@ def load_tokenizer(name: str, trust_remote_code: bool = False) -> PreTrainedToke
 
 
 def load_model(cfg: ModelConfig, name: str | None = None) -> PreTrainedModel:
-    name = name or cfg.name
+    """The model `name` (default model.name, with model.gguf_file) loaded as cfg says (dtype, attention,
+    gradient checkpointing)."""
+    name = model_source(cfg) if name is None or name == cfg.name else resolve_model_name(name)
     _check_local(name)
     kwargs = {"dtype": _DTYPES[cfg.dtype], "trust_remote_code": cfg.trust_remote_code}
     if cfg.attn_implementation:
@@ -183,7 +196,7 @@ def load_policy(
         if cfg.dtype not in ("auto", "float32"):
             model = model.to(_DTYPES[cfg.dtype])
     else:
-        tokenizer = load_tokenizer(cfg.tokenizer or cfg.name, cfg.trust_remote_code)
+        tokenizer = load_tokenizer(cfg.tokenizer or model_source(cfg), cfg.trust_remote_code)
         model = load_model(cfg)
     if model.generation_config is not None:
         model.generation_config.pad_token_id = tokenizer.pad_token_id

@@ -31,6 +31,19 @@ def prompt_text(prompt: Prompt) -> str:
     return "\n".join(m["content"] for m in prompt) if is_conversation(prompt) else prompt
 
 
+def with_instruction(prompt: Prompt, instruction: str, separator: str = "\n\n") -> Prompt:
+    """`prompt` with `instruction` appended: after the text of a string prompt, or after the content of a
+    conversation's last user message (a new list; a conversation without a user message gets one)."""
+    if not is_conversation(prompt):
+        return f"{prompt}{separator}{instruction}"
+    messages = [dict(m) for m in prompt]
+    last = next((m for m in reversed(messages) if m.get("role") == "user"), None)
+    if last is None:
+        return [*messages, {"role": "user", "content": instruction}]
+    last["content"] = f"{last['content']}{separator}{instruction}"
+    return messages
+
+
 class PromptEncoder:
     """String prompts become one user turn (after data.system_prompt) when the template is used, else the text
     itself. Conversations always go through the template as given; data.system_prompt is put in front only when

@@ -68,7 +68,9 @@ def _model_size(cfg: RunConfig) -> int:
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    config = AutoConfig.from_pretrained(cfg.model.name, trust_remote_code=cfg.model.trust_remote_code)
+    from rlvr.models.loading import model_source
+
+    config = AutoConfig.from_pretrained(model_source(cfg.model), trust_remote_code=cfg.model.trust_remote_code)
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config, trust_remote_code=cfg.model.trust_remote_code)
     return parameter_counts(model)[0]
@@ -79,7 +81,7 @@ def describe_run(cfg: RunConfig) -> dict[str, str]:
     directory: tasks are read and every prompt screened, a tiny model is built in memory, a hub or local model
     is counted from its config alone."""
     from rlvr.envs import make_tasks
-    from rlvr.models.loading import TINY, check_model_reachable, load_policy, load_tokenizer
+    from rlvr.models.loading import TINY, check_model_reachable, load_policy, load_tokenizer, model_source
     from rlvr.models.prompts import PromptEncoder, prompt_token_limit
 
     tasks = make_tasks(cfg.data.tasks, cfg.seed, cfg.data.bad_rows)
@@ -87,8 +89,9 @@ def describe_run(cfg: RunConfig) -> dict[str, str]:
         model, tokenizer = load_policy(cfg.model, cfg.seed, [t for task in tasks for t in task.corpus()])
         parameters, context = parameter_counts(model)[0], model.config.max_position_embeddings
     else:
-        check_model_reachable(cfg.model.name)
-        tokenizer = load_tokenizer(cfg.model.tokenizer or cfg.model.name, cfg.model.trust_remote_code)
+        source = model_source(cfg.model)  # a GGUF model: its cached HF directory (converted once)
+        check_model_reachable(source)
+        tokenizer = load_tokenizer(cfg.model.tokenizer or source, cfg.model.trust_remote_code)
         parameters, context = _model_size(cfg), None
     limit = prompt_token_limit(cfg.data.max_prompt_tokens, context, cfg.rollout.max_new_tokens)
     encode = PromptEncoder(tokenizer, cfg.model.chat_template, cfg.data.system_prompt, *limit,

@@ -146,6 +146,34 @@ def _fmt(value: Any) -> str:
     return "-" if value is None else str(value)
 
 
+def _cut(text: str) -> str:
+    """`text` escaped for the page, cut at COMPLETION_CHARS; '(empty)' when blank."""
+    if not text.strip():
+        return '<span class="empty">(empty)</span>'
+    return html.escape(text[:COMPLETION_CHARS]) + (" [...]" if len(text) > COMPLETION_CHARS else "")
+
+
+def conversation_html(messages: list) -> str:
+    """A list of {role, content} messages as role-labelled turns (a conversational prompt, an episode's turns)."""
+    parts = []
+    for m in messages:
+        role = str(m.get("role", "?")) if isinstance(m, dict) else "?"
+        content = m.get("content", "") if isinstance(m, dict) else m
+        text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+        kind = role if role in ("system", "user", "assistant", "tool") else "other"
+        parts.append(f'<div class="turn {kind}"><span class="role">{html.escape(role)}</span><pre>{_cut(text)}</pre>'
+                     "</div>")
+    return "".join(parts)
+
+
+def prompt_html(prompt: Any) -> str:
+    """A logged prompt: text in a box, a conversation as its turns."""
+    if isinstance(prompt, list):
+        return f'<div class="prompt">{conversation_html(prompt)}</div>'
+    text = prompt if isinstance(prompt, str) else json.dumps(prompt, ensure_ascii=False)
+    return f'<pre class="prompt">{html.escape(text or "")}</pre>'
+
+
 def completions_section(rows: list[dict]) -> str:
     if not rows:
         return "<p>No completions logged (tracking.log_completions_every=0, or the run has not reached one).</p>"
@@ -156,24 +184,22 @@ def completions_section(rows: list[dict]) -> str:
         mine = [r for r in rows if r["step"] == step]
         parts.append(f"<h3>Step {step}</h3>")
         for (task, uid), group in _by_group(mine).items():
-            prompt = html.escape(group[0].get("prompt") or "")
             reference = group[0].get("reference")
             parts.append(f'<div class="group"><div class="meta">{html.escape(task)} / {html.escape(str(uid))}'
                          + (f" &middot; reference <code>{html.escape(str(reference))}</code>" if reference else "")
-                         + f'</div><pre class="prompt">{prompt}</pre><table class="samples"><tr><th>#</th>'
+                         + f'</div>{prompt_html(group[0].get("prompt"))}<table class="samples"><tr><th>#</th>'
                          "<th>completion</th><th>verdict</th><th>scores</th><th>advantage</th><th>tokens</th>"
                          "<th>answer</th></tr>")
             for r in group:
-                text = r.get("completion") or ""
-                cut = len(text) > COMPLETION_CHARS
-                shown = (html.escape(text[:COMPLETION_CHARS]) + (" [...]" if cut else "")) if text.strip() else \
-                    '<span class="empty">(empty)</span>'
+                messages = r.get("messages")
+                shown = conversation_html(messages) if isinstance(messages, list) and messages else \
+                    f"<pre>{_cut(r.get('completion') or '')}</pre>"
                 scores = "<br>".join(f"{html.escape(k.removeprefix('reward/'))} {_fmt(v)}" for k, v in r.items()
                                      if k.startswith("reward/"))
                 verdict = "ok" if r.get("correct") else "bad"
                 answer = html.escape(_fmt(r.get("answer")))
                 tokens = f"{r.get('length')}" + (" (cut)" if r.get("truncated") else "")
-                parts.append(f'<tr class="{verdict}"><td>{r.get("sample", "")}</td><td><pre>{shown}</pre></td>'
+                parts.append(f'<tr class="{verdict}"><td>{r.get("sample", "")}</td><td>{shown}</td>'
                              f'<td class="verdict">{"correct" if verdict == "ok" else "wrong"}</td>'
                              f"<td><b>total {_fmt(r.get('reward'))}</b><br>{scores}</td>"
                              f"<td>{_fmt(r.get('advantage'))}</td><td>{tokens}</td><td><code>{answer}</code></td></tr>")
@@ -226,11 +252,18 @@ table.facts td { font-family: ui-monospace, Menlo, monospace; font-size: 13px; }
 .group { border: 1px solid #ddd; border-radius: 6px; padding: 8px; margin-bottom: 12px; }
 .meta { color: #555; font-size: 13px; margin-bottom: 4px; }
 pre { white-space: pre-wrap; word-break: break-word; margin: 0; font-size: 12px; }
-pre.prompt { background: #f5f5f5; padding: 6px; border-radius: 4px; margin-bottom: 6px; }
+.prompt { background: #f5f5f5; padding: 6px; border-radius: 4px; margin-bottom: 6px; }
+.turn { display: flex; gap: 8px; margin: 2px 0; }
+.turn .role { flex: 0 0 72px; font-size: 11px; font-weight: 600; color: #666; text-transform: uppercase;
+  padding-top: 1px; }
+.turn pre { flex: 1; }
+.turn.system .role { color: #8a6d00; } .turn.user .role { color: #1f5fa8; } .turn.assistant .role { color: #2a7d3a; }
+.turn.tool .role { color: #7a3fa0; }
 table.samples { border-collapse: collapse; width: 100%; font-size: 12px; }
 table.samples th, table.samples td { border-top: 1px solid #eee; padding: 4px 6px; text-align: left;
   vertical-align: top; }
 table.samples td:nth-child(2) { width: 50%; }
+table.samples td:last-child { max-width: 12em; overflow-wrap: anywhere; }
 tr.ok td:first-child { border-left: 4px solid #2a9d3f; } tr.bad td:first-child { border-left: 4px solid #d04437; }
 tr.ok td.verdict { color: #2a7d3a; } tr.bad td.verdict { color: #b0352a; }
 .empty { color: #999; font-style: italic; }

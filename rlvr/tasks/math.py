@@ -4,6 +4,7 @@ directory), scored by rlvr.verifiers.math:math_score (answer extraction + math-v
 from __future__ import annotations
 
 from rlvr.errors import DataError
+from rlvr.models.prompts import with_instruction
 from rlvr.tasks.base import TASKS
 from rlvr.tasks.dataset import DatasetTask
 from rlvr.verifiers.rules import final_boxed_answer
@@ -37,7 +38,7 @@ class MathTask(DatasetTask):
             for problem in problems:
                 problem.answer = self._gold(problem.answer, problem.uid, answer_column)
                 if instruction:
-                    problem.prompt = f"{problem.prompt}\n\n{instruction}"
+                    problem.prompt = with_instruction(problem.prompt, instruction)
 
     def same_answer(self, a: str, b: str) -> bool:
         """Mathematical equivalence (math-verify, as the verifier judges), so '1/2' and '0.5' vote together."""

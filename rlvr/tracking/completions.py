@@ -20,7 +20,10 @@ def completion_rows(step: int, groups: list, advantages: torch.Tensor, completio
                     tasks: list[Task], how_many: int) -> list[dict[str, Any]]:
     """One row per completion of `how_many` groups drawn (reproducibly per step, without touching the run's
     random state) from a step's trained groups (rlvr.rollout.steps.Group). `advantages` and `completion_mask` are the
-    step's batch rows, group after group; a completion's advantage is its mean over its tokens."""
+    step's batch rows, group after group; a completion's advantage is its mean over its tokens. `prompt` is the
+    problem's prompt as the data gives it (a string, or a conversation: a list of {role, content} messages);
+    `completion` is the text the verifier read (an episode's last assistant turn), and an episode's row adds
+    `messages`, every turn after the prompt (assistant turns and the environment's replies)."""
     n = len(groups[0].completions) if groups else 0
     per_sample = ((advantages * completion_mask).sum(-1) / completion_mask.sum(-1).clamp(min=1)).tolist()
     chosen = sorted(random.Random(step).sample(range(len(groups)), min(how_many, len(groups))))
@@ -40,4 +43,6 @@ def completion_rows(step: int, groups: list, advantages: torch.Tensor, completio
                 "answer_matches": None if answer is None or problem.answer is None
                 else task.same_answer(answer, " ".join(str(problem.answer).split())),
             })
+            if getattr(completion, "messages", None):  # an episode: its turns after the prompt, replies included
+                rows[-1]["messages"] = list(completion.messages)
     return rows

@@ -11,8 +11,16 @@ import torch
 from rlvr.config import RunConfig
 from rlvr.envs import make_tasks
 from rlvr.errors import DataError
-from rlvr.models.loading import TINY, load_model, load_policy, load_tokenizer, resolve_device, save_pretrained
-from rlvr.models.prompts import PromptEncoder
+from rlvr.models.loading import (
+    TINY,
+    load_model,
+    load_policy,
+    load_tokenizer,
+    model_source,
+    resolve_device,
+    save_pretrained,
+)
+from rlvr.models.prompts import PromptEncoder, conversation_problem, prompt_text
 from rlvr.tasks.dataset import read_rows
 from rlvr.tracking import MetricsLogger
 
@@ -32,7 +40,8 @@ def conversations(cfg: RunConfig) -> list[list[dict]]:
 
 
 def demonstrations(cfg: RunConfig) -> list[tuple[str, str]]:
-    """(prompt, completion) pairs: from sft.data_file, or the tasks' reference solutions."""
+    """(prompt, completion) pairs: from sft.data_file, or the tasks' reference solutions. A prompt may be a
+    conversation (a list of {role, content} messages)."""
     s = cfg.sft
     if s.data_file:
         pairs = []
@@ -45,7 +54,13 @@ def demonstrations(cfg: RunConfig) -> list[tuple[str, str]]:
                     f"{s.data_file}, row {i}: column '{column}' is missing or empty. Columns found: "
                     f"{', '.join(sorted(row))}. Map it with {key}=NAME."
                 )
-            pairs.append((str(row[s.prompt_column]), str(row[s.completion_column])))
+            prompt = row[s.prompt_column]
+            if isinstance(prompt, list):  # a conversation goes through the chat template as it is
+                if problem := conversation_problem(prompt):
+                    raise DataError(f"{s.data_file}, row {i}: column '{s.prompt_column}' {problem}.")
+            else:
+                prompt = str(prompt)
+            pairs.append((prompt, str(row[s.completion_column])))
         return pairs
     tasks = make_tasks(cfg.data.tasks, cfg.seed + s.seed_offset)
     for task in tasks:
@@ -118,11 +133,12 @@ def run_sft(cfg: RunConfig) -> Path:
     dialogues = conversations(cfg) if multi_turn else []
     pairs = [] if multi_turn else demonstrations(cfg)
     if cfg.model.name == TINY:
-        texts = [m["content"] for d in dialogues for m in d] + [t for pair in pairs for t in pair]
+        texts = [m["content"] for d in dialogues for m in d] + [prompt_text(t) for pair in pairs for t in pair]
         hints = [h for task in make_tasks(cfg.data.tasks, cfg.seed) for h in task.corpus(0)]  # environment text
         model, tokenizer = load_policy(cfg.model, cfg.seed, texts + hints)
     else:
-        model, tokenizer = load_model(cfg.model), load_tokenizer(cfg.model.tokenizer or cfg.model.name)
+        model = load_model(cfg.model)
+        tokenizer = load_tokenizer(cfg.model.tokenizer or model_source(cfg.model), cfg.model.trust_remote_code)
     model.to(resolve_device(cfg.model.device))
     encode = PromptEncoder(tokenizer, cfg.model.chat_template, cfg.data.system_prompt, cfg.data.max_prompt_tokens,
                            template_kwargs=cfg.model.chat_template_kwargs)

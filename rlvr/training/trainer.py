@@ -38,7 +38,7 @@ from rlvr.envs import make_tasks
 from rlvr.errors import RlvrError
 from rlvr.evaluation.checks import eval_setting_warnings
 from rlvr.evaluation.evaluate import eval_settings, run_evaluation, training_metrics
-from rlvr.models.loading import TINY, load_model, load_policy, load_tokenizer, save_pretrained
+from rlvr.models.loading import TINY, load_model, load_policy, load_tokenizer, model_source, save_pretrained
 from rlvr.models.logprobs import completion_logprobs
 from rlvr.models.lora import add_lora, is_lora, load_lora
 from rlvr.models.prompts import PromptEncoder, prompt_token_limit
@@ -166,9 +166,10 @@ class Trainer:
             return self._logprobs(self.model, batch)
 
     def _initial_model_dir(self) -> str:
-        """The starting weights as a directory; a tiny model is built once (by rank 0) and saved beside the run."""
+        """The starting weights as a directory; a tiny model is built once (by rank 0) and saved beside the run, a
+        GGUF model is dequantized once into its cache directory."""
         if self.cfg.model.name != TINY:
-            return self.cfg.model.name
+            return model_source(self.cfg.model)
         path = self.out / "initial-model"
         if is_main() and not (path / "config.json").is_file():
             corpus = [text for task in self.tasks for text in task.corpus()]
