@@ -41,10 +41,11 @@ class MathTask(DatasetTask):
 
     def same_answer(self, a: str, b: str) -> bool:
         """Mathematical equivalence (math-verify, as the verifier judges), so '1/2' and '0.5' vote together."""
+        from rlvr.verifiers.guards import written_as_number
         from rlvr.verifiers.math import answers_match
 
-        try:
-            return a == b or answers_match(a, b)
+        try:  # an unevaluated expression ('58 + 96') is no vote for a number ('154')
+            return a == b or answers_match(a, b, answer_form="number" if written_as_number(b) else "any")
         except Exception:  # noqa: BLE001 - a comparison that fails or runs out of time keeps the answers apart
             return False
 

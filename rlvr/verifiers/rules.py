@@ -18,6 +18,7 @@ import re
 from collections.abc import Callable
 from fractions import Fraction
 
+from rlvr.verifiers import guards
 from rlvr.verifiers.extraction import answer_line, closing_braces, last_boxed
 from rlvr.verifiers.normalize import MULTIPLIER, leading_choice, normalize_answer
 
@@ -30,10 +31,6 @@ THOUSANDS = re.compile(r"^-?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
 FRACTION = re.compile(r"^(-?)(?:\\frac\{(-?\d+)\}\{(-?\d+)\}|(-?\d+)/(-?\d+))$")
 ANGLE_IN_DEGREES = re.compile(r"(\d+(?:\.\d+)?)\s*\^\s*\{?\s*\\circ\s*\}?")
 
-# One answer a hedge offers: $...$, a box, a number (maybe as `x = 3`), a choice letter.
-ATOM = r"(?:\$[^$]+\$|\\(?:boxed|fbox)\{[^{}]*\}|(?:[a-z]\s*=\s*)?-?\d+(?:\.\d+)?(?:/\d+)?|\([A-E]\))"
-OR_WORD = r"(?:\\text\{\s*or\s*\}|\bor\b(?:\s+(?:maybe|possibly|perhaps))?|\\quad\s*or)"
-HEDGE = re.compile(rf"{ATOM}(?:\s*,?\s*{OR_WORD}\s*(?:\\quad\s*)?{ATOM})+", re.IGNORECASE)
 SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z\\$])|\n+")
 ANCHORED = re.compile(r"\\boxed|\\fbox|answer|(?<!\\)\$", re.IGNORECASE)  # a box, an answer line, math in prose
 BOX = re.compile(r"\\(?:boxed|fbox)\s*\{")
@@ -52,12 +49,12 @@ def final_statement(text: str) -> str:
     return statement[anchor:] if anchor >= 0 else statement
 
 
-def _boxes(text: str) -> list[tuple[int, int]]:
-    """(start, end) of each complete \\boxed{...} / \\fbox{...} in `text`."""
+def boxes(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each complete, non-empty \\boxed{...} / \\fbox{...} in `text` (an empty box holds no answer)."""
     closing, spans = closing_braces(text), []
     for match in BOX.finditer(text):
         brace = match.end() - 1
-        if brace in closing:
+        if brace in closing and text[brace + 1 : closing[brace]].strip():
             spans.append((match.start(), closing[brace] + 1))
     return spans
 
@@ -87,7 +84,7 @@ def final_boxed_answer(text: str) -> str | None:
     """The boxed answer of a worked solution: the contents of its last box, or, when the final statement boxes
     several answers (`\\boxed{(2, 2)} \\quad \\text{and} \\quad \\boxed{(6, 2)}`), those boxes as written (math-verify
     reads them as one answer set); None without a box."""
-    spans = _boxes(text)
+    spans = boxes(text)
     if not spans:
         return None
     first = final_statement_start(text, spans)
@@ -101,7 +98,7 @@ def last_statement_only(text: str) -> str:
     boxes up to 70 characters apart into one answer set (`Initially \\boxed{4}. After correcting, the answer is
     \\boxed{5}` would be {4, 5}); here boxes in different sentences are different statements, and an "answer is"
     after the last box outranks every box. Class `last_answer`."""
-    spans = _boxes(text)
+    spans = boxes(text)
     if not spans:
         return text
     keep = final_statement_start(text, spans)
@@ -115,9 +112,26 @@ def last_statement_only(text: str) -> str:
 
 def alternatives(text: str) -> list[str]:
     """The answers a final statement offers as alternatives ("the answer is 3 or 4", `\\boxed{1} or \\boxed{2}`,
-    `x = 2 or x = 5`); [] when it offers one. Class `hedging`."""
-    hedge = HEDGE.search(final_statement(text))
-    return re.findall(ATOM, hedge.group(), re.IGNORECASE) if hedge else []
+    `x = 2 or x = 5`, "150, 151, 152"); [] when it offers one. Class `hedging`."""
+    return guards.hedged_values(final_statement(text))
+
+
+# A final box that follows different boxed answers wins only when its statement says it is the answer or a correction.
+MARKED_FINAL = re.compile(r"\b(?:answer|final|so|thus|therefore|hence|total|result|correct\w*|actually|instead|rather)\b",
+                          re.IGNORECASE)
+
+
+def box_candidates(text: str) -> list[str]:
+    """The different values a completion boxes, when it boxes more than one and its last box does not say it is the
+    answer ("\\boxed{150}. \\boxed{154}." offers two answers; "Initially \\boxed{4}. After correcting the count,
+    the answer is \\boxed{5}." answers 5); [] otherwise. Class `hedge`."""
+    spans = boxes(text)
+    contents = list(dict.fromkeys(" ".join(text[s:e][text[s:e].index("{") + 1 : -1].split()) for s, e in spans))
+    if len(contents) < 2:
+        return []
+    head = max(text.rfind("\n", 0, spans[-1][0]), *(m.end() for m in SENTENCE_END.finditer(text, 0, spans[-1][0])),
+               spans[-2][1])
+    return [] if MARKED_FINAL.search(text, head, spans[-1][0]) else contents
 
 
 def has_several_values(gold: str, parsed_gold: tuple) -> bool:
@@ -145,7 +159,7 @@ def stated_answer(text: str, found: tuple) -> str | None:
     return extracted or final_boxed_answer(text) or answer_line(text)
 
 
-def _written_answer(text: str) -> str:
+def written_answer(text: str) -> str:
     """The answer with its unit as written (math-verify's extraction drops units)."""
     short = len(text) <= SHORT_ANSWER_CHARS and "\n" not in text.strip()
     return last_boxed(text) or answer_line(text) or (text if short else "")
@@ -153,7 +167,7 @@ def _written_answer(text: str) -> str:
 
 def units_conflict(text: str, gold: str) -> bool:
     """Both answers carry a known unit and the units differ (`5 m` vs `5 cm`; no conversion). Class `units`."""
-    cand, ref = normalize_answer(_written_answer(text)), normalize_answer(gold)
+    cand, ref = normalize_answer(written_answer(text)), normalize_answer(gold)
     return bool(cand.unit and ref.unit and cand.unit != ref.unit)
 
 
@@ -166,7 +180,7 @@ def text_answers_match(text: str, gold: str) -> bool:
     """Words compare case-folded without articles; a gold choice letter also accepts an answer that starts with it
     (`(B) 12`) but not one naming several (`(B) or (C)`). Classes `text`, `choice`."""
     ref = normalize_answer(gold).text
-    written = _written_answer(text)
+    written = written_answer(text)
     cand = normalize_answer(written).text
     if len(ref) == 1:
         lower_case = LOWER_CHOICE.fullmatch(written.strip().strip("$").strip())
@@ -215,7 +229,7 @@ def _comparisons(ref: str, cand: str) -> list[tuple[str, str]]:
 def normalized_match(stated: str, gold: str, compare_latex: Callable[[str, str], bool]) -> bool:
     """The stated answer and the gold, both normalized (rlvr/verifiers/normalize.py), compared as plain numbers
     or by `compare_latex` (math-verify)."""
-    if len(_boxes(stated)) > 1 or len(_boxes(gold)) > 1:  # several boxed answers: math-verify's answer set decides
+    if len(boxes(stated)) > 1 or len(boxes(gold)) > 1:  # several boxed answers: math-verify's answer set decides
         return False
     cand, ref = normalize_answer(stated), normalize_answer(gold)
     if cand.text is not None or not cand.latex or not ref.latex:
