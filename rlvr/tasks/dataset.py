@@ -19,6 +19,7 @@ from typing import Any
 from rlvr.errors import ConfigError, DataError, did_you_mean
 from rlvr.models.prompts import Prompt, conversation_problem
 from rlvr.tasks.base import RESERVED_FIELDS, TASKS, Problem, Task
+from rlvr.verifiers.verdict import Verdict, shown_answer
 
 BAD_ROW_POLICIES = ("error", "skip")
 
@@ -32,9 +33,11 @@ class Row:
     problem: str | None = None
 
 
-def exact_match(prompt: str, completion: str, answer: str, **_: Any) -> float:
-    """1.0 when the stripped completion equals the stripped answer."""
-    return float(completion.strip() == str(answer).strip())
+def exact_match(prompt: str, completion: str, answer: str, truncated: bool = False, **_: Any) -> Verdict:
+    """1.0 when the stripped completion equals the stripped answer; a completion cut off by the token limit has
+    not finished its answer and scores 0. The whole completion is the answer it judged."""
+    text = completion.strip()
+    return Verdict(float(not truncated and text == str(answer).strip()), shown_answer(text))
 
 
 def _utf8_problem(raw: bytes, error: UnicodeDecodeError) -> str:
