@@ -1,5 +1,9 @@
 """Score a file of completions with a task's verifier (or any reward function) outside training, through the
-reward worker pool, for debugging rewards: `rlvr verify --task NAME FILE.jsonl`."""
+reward worker pool, for debugging rewards: `rlvr verify --task NAME FILE.jsonl`.
+
+A run's completions.jsonl is read as what it is: its `reference` is the verifier's `answer`, its `truncated` flag is
+handed on, the other logged columns (the answer shown, rewards, advantage) are compared with the new scoring rather
+than passed to the verifier, and every rewarded row is checked: is the answer it showed the reference?"""
 
 from __future__ import annotations
 
@@ -46,26 +50,48 @@ def score_requests(pool: RewardPool, requests: Sequence[RewardRequest], what: st
     return outcomes
 
 
+RUN_LOG_COLUMNS = ("step", "reference", "reward", "completion")  # a row of a run's completions.jsonl
+
+
 @dataclass
 class ScoredRow:
     line: int
     row_id: str
     outcome: RewardOutcome
     completion: str = ""
-    reference: Any = None  # the row's 'answer', when it has one
+    reference: Any = None  # the row's 'answer' (a run log's 'reference'), when it has one
+    logged: dict[str, Any] | None = None  # a run log row's logged columns: answer, correct, reward, ...
+
+    @property
+    def answer(self) -> tuple:
+        """(answer,) the verifier said it scored now, () when it did not say."""
+        return self.outcome.answer if self.outcome.status == "ok" else ()
+
+
+def is_run_log_row(row: dict[str, Any]) -> bool:
+    return all(column in row for column in RUN_LOG_COLUMNS)
+
+
+def _request(line: int, spec: str, row: dict[str, Any], args: dict[str, Any]) -> RewardRequest:
+    if is_run_log_row(row):  # completions.jsonl: the reference is the verifier's answer; the rest is the log
+        fields = {"answer": row["reference"], "truncated": bool(row.get("truncated", False)),
+                  "id": f"step {row['step']} {row.get('uid', '')}#{row.get('sample', '')}"}
+    else:
+        fields = {k: v for k, v in row.items() if k not in ("prompt", "completion")}
+    return RewardRequest(line, spec, row.get("prompt", "") or "", row["completion"], {**fields, **args})
 
 
 def completion_requests(path: str | Path, spec: str, args: dict[str, Any]) -> list[RewardRequest]:
     """One request per row of a completions file: `completion` (required), `prompt` (optional, default ''),
-    every other column handed to the verifier as a keyword, then `args` on top."""
+    every other column handed to the verifier as a keyword, then `args` on top. A run's completions.jsonl row
+    hands `reference` as `answer` and its `truncated` flag, nothing else it logged."""
     resolve_function(spec)  # a bad spec fails here with a clear message, not in every worker
     requests = []
     for line, row in enumerate(read_rows(path), 1):
         if not isinstance(row.get("completion"), str):
             found = ", ".join(sorted(row)) or "none"
             raise DataError(f"{path}, row {line}: needs a text column 'completion'. Columns found: {found}.")
-        fields = {k: v for k, v in row.items() if k not in ("prompt", "completion")}
-        requests.append(RewardRequest(line, spec, str(row.get("prompt", "")), row["completion"], {**fields, **args}))
+        requests.append(_request(line, spec, row, args))
     if not requests:
         raise DataError(f"{path} has no rows.")
     return requests
@@ -73,8 +99,39 @@ def completion_requests(path: str | Path, spec: str, args: dict[str, Any]) -> li
 
 def score_file(path: str | Path, spec: str, args: dict[str, Any], pool: RewardPool,
                show_progress: bool = True) -> list[ScoredRow]:
-    """Each row's outcome (status, score, extras, message), in file order."""
+    """Each row's outcome (status, score, extras, message, the answer it read), in file order."""
+    rows = read_rows(path)
     requests = completion_requests(path, spec, args)
     outcomes = score_requests(pool, requests, f"scoring {Path(path).name}", show_progress)
-    return [ScoredRow(r.key, str(r.fields.get("id", r.key)), outcomes[r.key], r.completion, r.fields.get("answer"))
-            for r in requests]
+    return [ScoredRow(r.key, str(r.fields.get("id", r.key)), outcomes[r.key], r.completion, r.fields.get("answer"),
+                      {k: v for k, v in row.items() if k not in ("prompt", "completion")} if is_run_log_row(row)
+                      else None)
+            for r, row in zip(requests, rows)]
+
+
+def _same_text(a: Any, b: Any) -> bool:
+    """Two answers written alike: the same text with whitespace collapsed, or the same plain number (`154` and
+    `154.0`)."""
+    a, b = " ".join(str(a).split()), " ".join(str(b).split())
+    if a == b:
+        return True
+    try:
+        return float(a.replace(",", "")) == float(b.replace(",", ""))
+    except ValueError:
+        return False
+
+
+def run_log_checks(rows: list[ScoredRow]) -> dict[str, Any]:
+    """For a run's completions.jsonl: rewarded rows (logged `correct`) whose shown answer is not written as the
+    reference (a plain check, independent of the verifier: the hack the issue found), rows whose shown answer
+    differs from the one the verifier reads now, and rows whose verdict differs now."""
+    logged = [r for r in rows if r.logged is not None]
+    rewarded = [r for r in logged if r.logged.get("correct")]
+    mismatched = [r for r in rewarded if r.logged.get("answer") is None or not _same_text(r.logged["answer"], r.reference)]
+    changed_answer = [r for r in logged if r.answer and r.answer[0] != r.logged.get("answer")]
+    changed_verdict = [r for r in logged if r.outcome.status == "ok"
+                       and (r.outcome.value >= 1) != bool(r.logged.get("correct"))]
+    return {"run_log_rows": len(logged), "rewarded": len(rewarded),
+            "rewarded_answer_not_reference": [r.line for r in mismatched],
+            "shown_answer_differs_now": [r.line for r in changed_answer],
+            "verdict_differs_now": [r.line for r in changed_verdict]}

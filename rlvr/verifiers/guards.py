@@ -115,11 +115,17 @@ def is_compound(tokens: list[str]) -> bool:
     return _operands(tokens) >= 2 and any(t in OPERATORS for t in tokens)
 
 
+def _unsigned(tokens: list[str]) -> list[str]:
+    """Tokens without `+`: commuting `a - b` into `-b + a` adds one."""
+    return [t for t in tokens if t != "+"]
+
+
 @lru_cache(maxsize=256)
 def _prompt_windows(prompt: str, size: int) -> frozenset:
-    """Every contiguous window of `size` tokens of the prompt's expressions, as a multiset."""
+    """Every contiguous window of `size` tokens (without `+`) of the prompt's expressions, as a multiset."""
     windows = set()
     for run in expression_runs(prompt):
+        run = _unsigned(run)
         for start in range(len(run) - size + 1):
             windows.add(frozenset(Counter(run[start : start + size]).items()))
     return frozenset(windows)
@@ -128,16 +134,16 @@ def _prompt_windows(prompt: str, size: int) -> frozenset:
 def restates_prompt(answer: str, prompt: Any, reference: str | None = None) -> bool:
     """Whether the answer is an expression the prompt already holds, written the same way or equal to it as an
     unevaluated expression (same operands and operators, in any order or bracketing: `96 + 58`, `(58)+(96)`
-    for "What is 58 + 96?"), and not how the reference itself is written (`x + 1` answering a prompt that holds
+    for "What is 58 + 96?", `-2x + (x+1)^2` for `(x+1)^2 - 2x`), and not how the reference itself is written (`x + 1` answering a prompt that holds
     `x + 1` when the reference is `x+1`). Class `restated`."""
     prompt = prompt_text(prompt)
     runs = expression_runs(answer)
     if not prompt or len(runs) != 1 or not is_compound(runs[0]):
         return False
-    tokens = runs[0]
+    tokens = _unsigned(runs[0])
     if reference is not None:
         ref_runs = expression_runs(str(reference))
-        if len(ref_runs) == 1 and Counter(ref_runs[0]) == Counter(tokens):
+        if len(ref_runs) == 1 and Counter(_unsigned(ref_runs[0])) == Counter(tokens):
             return False
     return frozenset(Counter(tokens).items()) in _prompt_windows(prompt, len(tokens))
 
@@ -158,7 +164,7 @@ def written_as_number(latex: str) -> bool:
     """Whether a (normalized) answer is written as one number: an integer or decimal (separators allowed), a
     fraction of integers, scientific notation, optionally a percentage or degrees; `58 + 96`, `\\sqrt{4}` and
     `2 \\cdot 77` are expressions, not numbers."""
-    text = NUMBER_SUFFIX.sub("", latex.strip().strip("$").strip())
+    text = NUMBER_SUFFIX.sub("", latex.strip().strip("$*_").strip())
     text = re.sub(r"^\(\s*(.*?)\s*\)$", r"\1", text)
     return bool(NUMBER_FORM.fullmatch(text))
 
@@ -195,7 +201,7 @@ BOUND_BEFORE = re.compile(
 )
 BOUND_AFTER = re.compile(
     r"^[\s$})]*(?:or\s+(?:less|more|fewer|greater|higher|lower|above|below|so|thereabouts|over|under|fewer)\b"
-    r"|\+(?![\w(\\\s]*\d)|\\pm|±|(?:and|or)\s+(?:up|down|above|below|over|under|higher|lower|less|more)\b)",
+    r"|\+(?![\w(\\\s]*\d)|\\pm|±|-?ish\b|(?:and|or)\s+(?:up|down|above|below|over|under|higher|lower|less|more)\b)",
     re.IGNORECASE,
 )
 
@@ -262,6 +268,18 @@ LATER_VALUE = re.compile(r"(?<![\w.^_{])[-−]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d
 SENTENCES = re.compile(r"[^.!?\n]*(?:[.!?]+(?=\s|$)|\n|$)")
 
 
+HEDGE_OPENING = re.compile(r"^[\s*_>\-\"'(]*(?:or|maybe|perhaps|possibly|alternatively|otherwise)\b", re.IGNORECASE)
+
+
+def earlier_alternative(text: str, statement_start: int, answer: str) -> list[str]:
+    """The value of the sentence before an answer whose statement opens as an alternative to it ("I think 153.
+    Maybe 154." offers 153 too); [] otherwise. Class `hedge`."""
+    if not HEDGE_OPENING.match(text[statement_start:]):
+        return []
+    before = LATER_VALUE.findall(text[max(0, statement_start - STATEMENT_CHARS) : statement_start])
+    return [before[-1].replace("−", "-")] if before and before[-1] != answer else []
+
+
 def later_alternatives(tail: str, answer: str) -> list[str]:
     """Values offered after the answer by a sentence that opens with a hedge or a correction ("Or maybe 150.",
     "Actually, it is 150.", "Wait, no: 150"), unless that sentence names the answer again (a check such as "Wait,
@@ -282,7 +300,7 @@ def later_alternatives(tail: str, answer: str) -> list[str]:
 
 EMPTY_BOX = re.compile(r"\\(?:boxed|fbox)\s*\{\s*(?:\\(?:text|mathrm)\{\s*\}|\\[,;! ]|\?|\.{3}|\\ldots)?\s*\}")
 MARKER_AT_END = re.compile(
-    r"(?:\banswer\s*(?:is|:|=)?|\bresult\s*(?:is|:)|=|\\boxed\{?|<answer>)[\s*_:$.]*$", re.IGNORECASE)
+    r"(?:\banswer\s*(?:is|:|=)|\bresult\s*(?:is|:)|=|\\boxed\{?|<answer>)[\s*_:$.]*$", re.IGNORECASE)
 
 
 def empty_final_marker(text: str) -> bool:

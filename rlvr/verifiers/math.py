@@ -128,7 +128,7 @@ def read(text: str, boxed_only: bool = False) -> Reading:
         return Reading(text, text, found, "anchored" if found else "none", *_locate(text, _answer(found), "anchored"))
     if _is_bare_math(text):
         found = tuple(parse(f"${text.strip()}$", extraction_config=EXTRACTION, parsing_timeout=None))
-        if found:
+        if _parsed(found):
             return Reading(text, text, found, "whole", 0, len(text))
     prepared = rules.prepared(text)
     found = parse(prepared, extraction_config=ANCHORED, parsing_timeout=None)
@@ -180,21 +180,31 @@ def well_formed(stated: str, gold: str, prompt: Any = "", form: str = "any") -> 
 
 def offered_answers(reading: Reading) -> list[str]:
     """The answers a text offers when it offers several (class `hedge`): the values listed, joined by "or" or given
-    as a range in the answer's statement; different boxed values whose last box does not say it is the answer; a
+    as a range in the answer's statement; different answers stated in boxes or after answer markers, the last not
+    said to correct the one before; a
     value offered after the answer by a sentence opening with a hedge or a correction ("Or maybe 150.",
-    "Actually, it is 150."). [] when it offers one answer."""
+    "Actually, it is 150."), or before it when the answer's sentence opens as an alternative ("153. Maybe 154."). [] when it offers one answer."""
     text, answer = reading.prepared, reading.answer
     if reading.start >= 0:
         head, stop = guards.answer_statement(text, reading.start, reading.end)
         offered = guards.hedged_values(text[head:stop], (reading.start - head, reading.end - head))
+        earlier = guards.earlier_alternative(text, head, answer or "")
+        offered = offered or (earlier + [answer] if earlier and answer else [])
     else:
         offered = rules.alternatives(reading.source)
-    offered = offered or rules.box_candidates(reading.source)
+    offered = offered or rules.several_answers(reading.source)
     if reading.how == "anchored" and reading.end >= 0 and answer:
         later = guards.later_alternatives(text[reading.end :], answer)
         if later:
             offered = (offered or [answer]) + later
-    return list(dict.fromkeys(" ".join(o.split()) for o in offered))
+    return list(dict.fromkeys(_unwrapped(o) for o in offered))
+
+
+def _unwrapped(value: str) -> str:
+    """An offered value without `$...$` or a box around it."""
+    value = " ".join(value.split()).strip("$").strip()
+    boxed = re.fullmatch(r"\\(?:boxed|fbox)\{(.*)\}", value)
+    return boxed.group(1).strip() if boxed else value
 
 
 def judge(reading: Reading, gold: str, prompt: Any = "", form: str = "any") -> tuple[bool, str | None]:
@@ -208,8 +218,8 @@ def judge(reading: Reading, gold: str, prompt: Any = "", form: str = "any") -> t
     if not rules.has_several_values(gold, parsed_gold):
         offered = offered_answers(reading)
         if offered:  # a hedge: every alternative must be right
-            ok = all(well_formed(o.strip("$"), gold, prompt, form)
-                     and _math_verify_says(parsed_gold, read(o.strip("$")).found) for o in offered)
+            ok = all(well_formed(o, gold, prompt, form) and _math_verify_says(parsed_gold, read(o).found)
+                     for o in offered)
             return ok, " or ".join(offered)
         if reading.start >= 0 and guards.states_a_bound(reading.prepared[: reading.start],
                                                          reading.prepared[reading.end :]):

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from fractions import Fraction
 
 from rlvr.verifiers import guards
-from rlvr.verifiers.extraction import answer_line, closing_braces, last_boxed
+from rlvr.verifiers.extraction import answer_line, answer_lines, closing_braces, last_boxed
 from rlvr.verifiers.normalize import MULTIPLIER, leading_choice, normalize_answer
 
 MATH_WORDS = {"sin", "cos", "tan", "cot", "sec", "csc", "log", "exp", "sqrt", "arcsin", "arccos", "arctan", "sinh",
@@ -116,22 +116,34 @@ def alternatives(text: str) -> list[str]:
     return guards.hedged_values(final_statement(text))
 
 
-# A final box that follows different boxed answers wins only when its statement says it is the answer or a correction.
-MARKED_FINAL = re.compile(r"\b(?:answer|final|so|thus|therefore|hence|total|result|correct\w*|actually|instead|rather)\b",
-                          re.IGNORECASE)
+# Words by which a completion says a later answer corrects an earlier one.
+CORRECTION = re.compile(
+    r"\b(?:wait|actually|mistakes?|mistaken|wrong|errors?|incorrect|correct(?:ed|ing|ion)|redo(?:ing)?|re-?check\w*"
+    r"|recomput\w*|recalculat\w*|missed|forgot|instead|oops|sorry|on second thought|double-check\w*|re-?do\w*)\b",
+    re.IGNORECASE,
+)
 
 
-def box_candidates(text: str) -> list[str]:
-    """The different values a completion boxes, when it boxes more than one and its last box does not say it is the
-    answer ("\\boxed{150}. \\boxed{154}." offers two answers; "Initially \\boxed{4}. After correcting the count,
-    the answer is \\boxed{5}." answers 5); [] otherwise. Class `hedge`."""
-    spans = boxes(text)
-    contents = list(dict.fromkeys(" ".join(text[s:e][text[s:e].index("{") + 1 : -1].split()) for s, e in spans))
-    if len(contents) < 2:
+def stated_answers(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, answer) of every answer the text states with an anchor, in order: the contents of each box, and
+    what follows each answer marker ("The answer is 5.", "Answer: 5", "#### 5")."""
+    found = [(s, e, " ".join(text[s:e][text[s:e].index("{") + 1 : -1].split())) for s, e in boxes(text)]
+    found += [(s, s + len(line), " ".join(line.split())) for s, line in answer_lines(text) if line]
+    return sorted(found)
+
+
+def several_answers(text: str) -> list[str]:
+    """The different answers a text states with an anchor (boxes, answer markers), when it states more than one
+    and does not say that its last corrects the one before ("\\boxed{150}. \\boxed{154}." and "Answer: 150\n
+    Answer: 154" offer two answers; "Initially \\boxed{4}. After correcting the count, the answer is \\boxed{5}."
+    answers 5); [] otherwise. Class `hedge`."""
+    stated = stated_answers(text)
+    values = list(dict.fromkeys(_compact(value).rstrip(".") for _, _, value in stated))
+    if len(values) < 2:
         return []
-    head = max(text.rfind("\n", 0, spans[-1][0]), *(m.end() for m in SENTENCE_END.finditer(text, 0, spans[-1][0])),
-               spans[-2][1])
-    return [] if MARKED_FINAL.search(text, head, spans[-1][0]) else contents
+    last = _compact(stated[-1][2]).rstrip(".")
+    previous_end = max(end for _, end, value in stated if _compact(value).rstrip(".") != last)
+    return [] if CORRECTION.search(text, previous_end, stated[-1][0]) else values
 
 
 def has_several_values(gold: str, parsed_gold: tuple) -> bool:
