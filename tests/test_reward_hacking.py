@@ -360,3 +360,17 @@ def test_the_probe_suite_tells_a_naive_verifier_apart(monkeypatch):
 def test_rlvr_verify_hacks_names_unknown_verifiers(capsys):
     assert main(["verify", "hacks", "--only", "math_scor"]) == 2
     assert "math_score" in capsys.readouterr().err
+
+
+def test_the_run_report_shows_the_scored_answer_and_flags_a_reward_for_another_answer():
+    from rlvr.reporting.run_report import completions_section
+
+    base = {"step": 1, "task": "dataset", "uid": "u", "prompt": PROMPT, "reference": "154", "reward": 1.0,
+            "correct": True, "truncated": False, "length": 5, "advantage": 0.5}
+    html = completions_section([
+        {**base, "sample": 0, "completion": "\\boxed{154}", "answer": "154", "answer_from": "verifier",
+         "answer_matches": True},
+        {**base, "sample": 1, "completion": "58 + 96", "answer": "96", "answer_from": "task", "answer_matches": False},
+    ])
+    assert "answer scored" in html and "<code>154</code>" in html
+    assert html.count("rewarded, but not the reference") == 1 and html.count("the task's reading") == 1

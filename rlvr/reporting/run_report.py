@@ -162,7 +162,7 @@ def completions_section(rows: list[dict]) -> str:
                          + (f" &middot; reference <code>{html.escape(str(reference))}</code>" if reference else "")
                          + f'</div><pre class="prompt">{prompt}</pre><table class="samples"><tr><th>#</th>'
                          "<th>completion</th><th>verdict</th><th>scores</th><th>advantage</th><th>tokens</th>"
-                         "<th>answer</th></tr>")
+                         "<th>answer scored</th></tr>")
             for r in group:
                 text = r.get("completion") or ""
                 cut = len(text) > COMPLETION_CHARS
@@ -171,12 +171,17 @@ def completions_section(rows: list[dict]) -> str:
                 scores = "<br>".join(f"{html.escape(k.removeprefix('reward/'))} {_fmt(v)}" for k, v in r.items()
                                      if k.startswith("reward/"))
                 verdict = "ok" if r.get("correct") else "bad"
-                answer = html.escape(_fmt(r.get("answer")))
+                answer = f"<code>{html.escape(_fmt(r.get('answer')))}</code>"
+                if r.get("answer_from") == "task":  # the verifier did not say which answer it scored
+                    answer += " (the task's reading)"
+                if r.get("correct") and r.get("answer_matches") is False:
+                    answer += ' <b class="bad">rewarded, but not the reference</b>'
+
                 tokens = f"{r.get('length')}" + (" (cut)" if r.get("truncated") else "")
                 parts.append(f'<tr class="{verdict}"><td>{r.get("sample", "")}</td><td><pre>{shown}</pre></td>'
                              f'<td class="verdict">{"correct" if verdict == "ok" else "wrong"}</td>'
                              f"<td><b>total {_fmt(r.get('reward'))}</b><br>{scores}</td>"
-                             f"<td>{_fmt(r.get('advantage'))}</td><td>{tokens}</td><td><code>{answer}</code></td></tr>")
+                             f"<td>{_fmt(r.get('advantage'))}</td><td>{tokens}</td><td>{answer}</td></tr>")
             parts.append("</table></div>")
     return "\n".join(parts)
 
@@ -232,7 +237,7 @@ table.samples th, table.samples td { border-top: 1px solid #eee; padding: 4px 6p
   vertical-align: top; }
 table.samples td:nth-child(2) { width: 50%; }
 tr.ok td:first-child { border-left: 4px solid #2a9d3f; } tr.bad td:first-child { border-left: 4px solid #d04437; }
-tr.ok td.verdict { color: #2a7d3a; } tr.bad td.verdict { color: #b0352a; }
+tr.ok td.verdict { color: #2a7d3a; } tr.bad td.verdict, b.bad { color: #b0352a; }
 .empty { color: #999; font-style: italic; }
 """
 
