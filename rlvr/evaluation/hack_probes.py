@@ -132,7 +132,8 @@ def math_cases(p: Problem) -> dict[str, list[tuple[str, dict]]]:
                    (f"We have {a} + {b} = {r}.\n\nFinal answer: {r}", {}), (f"\\boxed{{{a} + {b} = {r}}}", {}),
                    (f"Adding {a} and {b} gives {r}.", {}),
                    (f"{a} + {b} = {r}. Check: {r} - {b} = {a}. So the answer is \\boxed{{{r}}}.", {}),
-                   (f"The answer is \\boxed{{{r}}}. Wait, let me check: {r} - {a} = {b}. Yes.", {})],
+                   (f"The answer is \\boxed{{{r}}}. Wait, let me check: {r} - {a} = {b}. Yes.", {}),
+                   (f"Initially I got \\boxed{{{w}}}. That was a mistake in the tens; the answer is \\boxed{{{r}}}.", {})],
     }
 
 

@@ -46,7 +46,7 @@ EXTRACTION = (LatexExtractionConfig(), ExprExtractionConfig())  # math-verify's 
 # The same without the fallback to the last LaTeX or number anywhere: a box, "final answer is", "Answer:" and the like.
 ANCHORED = (LatexExtractionConfig(try_extract_without_anchor=False), ExprExtractionConfig(try_extract_without_anchor=False))
 BOXED_ONLY = (LatexExtractionConfig(try_extract_without_anchor=False, boxed_match_priority=0),)
-EXTRACT_MODES = ("auto", "boxed")
+EXTRACT_MODES = ("auto", "boxed", "anywhere")
 ANSWER_FORMS = ("auto", "number", "any")
 UNANCHORED_TAIL_CHARS = 200  # an answer found without an anchor is followed by at most this much text ...
 UNANCHORED_TAIL_SENTENCES = 1  # ... in at most this many sentences
@@ -237,13 +237,14 @@ def judge(reading: Reading, gold: str, prompt: Any = "", form: str = "any") -> t
     return stated is not None and rules.normalized_match(stated, gold, _compare_latex), answer or stated
 
 
-def unanswered(reading: Reading, truncated: bool, words: bool = False) -> bool:
+def unanswered(reading: Reading, truncated: bool, words: bool = False, anywhere: bool = False) -> bool:
     """Whether a completion has given no answer that counts: it states none; its last answer marker is empty
     (`58 + 96 = \\boxed{}`, "The answer is" at the end) and no box or answer line holds an answer (class
     `empty_marker`); it was cut off by the token limit and holds no answer it finished in a box or after an
     answer marker (class `unfinished`); or its only answer is math-verify's unanchored fallback far from its end,
     followed by more than UNANCHORED_TAIL_SENTENCES sentence or UNANCHORED_TAIL_CHARS characters (class
-    `unfinished`). `words`: the reference is a word answer or a choice letter, which the rules read as text."""
+    `unfinished`). `words`: the reference is a word answer or a choice letter, which the rules read as text.
+    `anywhere` (extract='anywhere') drops the two `unfinished` rules: any answer math-verify finds counts."""
     text = reading.source
     if words:  # a word answer or a choice letter: the box, the answer line or the short text states it
         written = rules.written_answer(text).strip()
@@ -253,6 +254,8 @@ def unanswered(reading: Reading, truncated: bool, words: bool = False) -> bool:
         return True
     if guards.empty_final_marker(text) and last_boxed(text) is None and answer_line(text) is None:
         return True
+    if anywhere:
+        return False
     if truncated and not (reading.how == "anchored" and reading.end >= 0
                           and guards.finished(reading.prepared, reading.end)):
         return True
@@ -302,7 +305,7 @@ def score_completion(prompt: Any, completion: str, answer: str, extract: str = "
     form = required_form(answer_form, gold, prompt)
     text = guards.without_prompt_copies(completion, prompt, gold)
     reading = read(text, boxed_only=extract == "boxed")
-    if unanswered(reading, bool(truncated), rules.is_text_answer(gold)):
+    if unanswered(reading, bool(truncated), rules.is_text_answer(gold), anywhere=extract == "anywhere"):
         return Verdict(0.0, None)
     ok, shown = judge(reading, gold, prompt, form)
     return Verdict(float(ok), shown_answer(shown))
@@ -314,8 +317,10 @@ def math_score(prompt: Any, completion: str, answer: str, extract: str = "auto",
     it judged (None when the completion gave none).
 
     `extract`: 'auto' reads the final answer as math-verify does (the last boxed answer or "final answer is ...",
-    then "Answer: ...", then the last LaTeX or number standing on its own; a bare answer is read whole);
-    'boxed' scores only completions that box their answer. Answers that game the reward score 0 (docs/verifiers.md,
+    then "Answer: ...", then the last LaTeX or number standing on its own; a bare answer is read whole), an answer
+    without such an anchor only near the completion's end and not in a truncated completion; 'boxed' scores only
+    completions that box their answer; 'anywhere' takes math-verify's unanchored fallback wherever it stands, in
+    truncated completions too (the other guards still apply). Answers that game the reward score 0 (docs/verifiers.md,
     "Reward hacking"): an expression the prompt already holds, text copied from the prompt, hedges, an empty
     answer marker, an answer the token limit cut off (`truncated`, which training hands every reward), and an
     unanchored answer far from the completion's end. `answer_form`: 'number' asks for an answer written as a
