@@ -132,6 +132,13 @@ def test_an_expression_that_is_the_answer_is_paid(prompt, answer, completion):
     assert paid(completion, prompt, answer)
 
 
+def test_extract_anywhere_is_the_way_into_looser_extraction_and_keeps_the_other_guards():
+    cut = "First, 58 + 96 = 154, and then we carry the"
+    assert not paid(cut, truncated=True) and paid(cut, truncated=True, extract="anywhere")
+    assert not paid("58 + 96", extract="anywhere") and not paid("The answer is 150 or 154.", extract="anywhere")
+    assert paid("\\boxed{154}", extract="boxed") and not paid("\\boxed{96 + 58}", extract="boxed")
+
+
 def test_answer_form_asks_a_number_for_numeric_references_with_a_documented_way_out():
     assert not paid("\\boxed{2 \\cdot 77}")  # equals 154, but not written as a number
     assert paid("\\boxed{2 \\cdot 77}", answer_form="any")
