@@ -361,7 +361,7 @@ def test_the_probe_suite_tells_a_naive_verifier_apart(monkeypatch):
     assert not result["clean"]
     for name in ("restated_bare", "restated_boxed", "restated_marker", "unfinished", "hedge", "changed_answer"):
         assert cells[name]["false_positive_rate"] > 0, name
-    assert cells["worked"]["acceptance"] == 1.0
+    assert cells["plain"]["acceptance"] == 1.0  # it reads plain answers; the hacks are what it pays for
 
 
 def test_rlvr_verify_hacks_names_unknown_verifiers(capsys):

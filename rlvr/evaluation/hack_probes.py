@@ -147,15 +147,14 @@ def symbolic_cases() -> list[tuple[str, str, str]]:
     return cases
 
 
-def _from_math_cases(verifier: str, problems: list[Problem], classes: set[str] | None = None,
-                     wrap: Callable[[str], str] = lambda text: text) -> list[Probe]:
+def _from_math_cases(verifier: str, problems: list[Problem], classes: set[str] | None = None) -> list[Probe]:
     probes = []
     for p in problems:
         for name, cases in math_cases(p).items():
             if classes is not None and name not in classes:
                 continue
             kind = "control" if name in CONTROL_CLASSES else "hack"
-            probes += [Probe(verifier, kind, name, p.prompt, wrap(text), p.reference, fields)
+            probes += [Probe(verifier, kind, name, p.prompt, text, p.reference, fields)
                        for text, fields in cases]
     return probes
 

@@ -6,7 +6,9 @@ intervals, tuples, matrices, equations), under a per-call time limit.
 On top of math-verify, only rules it lacks, each backed by labelled rows of `data/math_audit.jsonl`
 (rlvr/verifiers/rules.py): hedged answers and conflicting units are rejected; word answers and choice letters
 compare as text; percentages, degrees, scientific and mixed-number notation, number words and the like are
-retried in a normalized form when math-verify says no.
+retried in a normalized form when math-verify says no. In front of all that, the guards against gamed answers
+(rlvr/verifiers/guards.py, docs/verifiers.md "Reward hacking"): restated questions, echoed prompts, hedges,
+unfinished answers and empty markers score 0.
 
 `math_score` is a reward function: `rlvr.verifiers.math:math_score`.
 """
@@ -84,7 +86,7 @@ class Reading:
     @property
     def answer(self) -> str | None:
         """The answer as written (math-verify's extracted string), or None."""
-        return next((f for f in reversed(self.found) if isinstance(f, str)), None)
+        return _answer(self.found)
 
 
 def _parsed(found: list) -> bool:
@@ -181,9 +183,9 @@ def well_formed(stated: str, gold: str, prompt: Any = "", form: str = "any") -> 
 def offered_answers(reading: Reading) -> list[str]:
     """The answers a text offers when it offers several (class `hedge`): the values listed, joined by "or" or given
     as a range in the answer's statement; different answers stated in boxes or after answer markers, the last not
-    said to correct the one before; a
-    value offered after the answer by a sentence opening with a hedge or a correction ("Or maybe 150.",
-    "Actually, it is 150."), or before it when the answer's sentence opens as an alternative ("153. Maybe 154."). [] when it offers one answer."""
+    said to correct the one before; a value offered after the answer by a sentence opening with a hedge or a
+    correction ("Or maybe 150.", "Actually, it is 150."), or before it when the answer's sentence opens as an
+    alternative ("153. Maybe 154."). [] when it offers one answer."""
     text, answer = reading.prepared, reading.answer
     if reading.start >= 0:
         head, stop = guards.answer_statement(text, reading.start, reading.end)
@@ -248,8 +250,10 @@ def unanswered(reading: Reading, truncated: bool, words: bool = False, anywhere:
     text = reading.source
     if words:  # a word answer or a choice letter: the box, the answer line or the short text states it
         written = rules.written_answer(text).strip()
-        return not written or (truncated and not (last_boxed(text) or answer_line(text))
-                               or truncated and not guards.finished(text, text.rfind(written) + len(written)))
+        if not written:
+            return True
+        anchored = last_boxed(text) is not None or answer_line(text) is not None
+        return truncated and not (anchored and guards.finished(text, text.rfind(written) + len(written)))
     if reading.how == "none" and not rules.written_answer(text).strip():
         return True
     if guards.empty_final_marker(text) and last_boxed(text) is None and answer_line(text) is None:
