@@ -149,6 +149,22 @@ def test_answer_form_asks_a_number_for_numeric_references_with_a_documented_way_
         math_score(PROMPT, "154", "154", answer_form="numeric")
 
 
+def test_a_task_asks_the_answer_form_and_votes_keep_restatements_apart(tmp_path):
+    from rlvr.errors import ConfigError
+
+    data = tmp_path / "add.jsonl"
+    data.write_text("".join(json.dumps({"problem": PROMPT, "prompt": PROMPT, "answer": "154"}) + "\n" for _ in range(3)))
+    task = make_task("math", 0, {"path": str(data), "answer_form": "any", "eval_size": 1})
+    assert task.problem("train", 0).reward_fields()["answer_form"] == "any"
+    assert "answer_form" not in make_task("math", 0, {"path": str(data), "eval_size": 1}).problem("train", 0).fields
+    with pytest.raises(ConfigError, match="answer_form"):
+        make_task("math", 0, {"path": str(data), "answer_form": "numeric"})
+    dataset = make_task("dataset", 0, {"path": str(data), "verifier": "rlvr.verifiers.math:math_score"})
+    for t in (task, dataset):
+        assert t.same_answer("1/2", "0.5") and not t.same_answer("58 + 96", "154")
+    assert not make_task("dataset", 0, {"path": str(data)}).same_answer("1/2", "0.5")  # exact match: text
+
+
 def test_answers_match_judges_equivalence_and_given_the_prompt_applies_the_guards():
     assert answers_match("58 + 96", "154")  # equal values; nothing says what was asked
     assert not answers_match("58 + 96", "154", prompt=PROMPT)

@@ -295,6 +295,16 @@ def answers_match(candidate: str, gold: str, timeout_s: float = 5.0, prompt: Any
         return judge(reading, gold, prompt or "", form)[0]
 
 
+def same_answer(a: str, b: str) -> bool:
+    """Whether two stated answers are one answer for majority votes: equal text, or mathematically equal; an
+    unevaluated expression (`58 + 96`) is no vote for a number (`154`). A comparison that fails or runs out of
+    time keeps them apart."""
+    try:
+        return a == b or answers_match(a, b, answer_form="number" if guards.written_as_number(b) else "any")
+    except Exception:  # noqa: BLE001
+        return False
+
+
 def gold_answer(reference: str) -> str:
     """The reference answer: the boxed answer of a worked solution (rules.final_boxed_answer), or the text."""
     return rules.final_boxed_answer(reference) or reference
