@@ -232,6 +232,7 @@ def test_bounds_later_alternatives_and_several_answers():
 def test_empty_markers_and_finished_answers():
     assert guards.empty_final_marker("58 + 96 = \\boxed{}") and guards.empty_final_marker("so the answer is")
     assert not guards.empty_final_marker("\\boxed{} then \\boxed{154}")
+    assert not guards.empty_final_marker("So, \\boxed{} 90 + 32 = 122.")  # the answer comes after the marker
     assert not guards.empty_final_marker("58 + 96 = 154, and that is the answer.")
     text = "The answer is 154"
     assert not guards.finished(text, len(text)) and guards.finished(text + ".", len(text))

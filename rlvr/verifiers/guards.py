@@ -305,15 +305,15 @@ MARKER_AT_END = re.compile(
 
 def empty_final_marker(text: str) -> bool:
     """Whether the completion's last answer marker holds nothing: an empty box (`58 + 96 = \\boxed{}`) after which
-    no box holds an answer, or an answer marker, `=` or an open box at the very end ("The answer is").
-    Class `empty_marker`."""
+    nothing states a number or boxes an answer, or an answer marker, `=` or an open box at the very end ("The
+    answer is"). Class `empty_marker`."""
     if MARKER_AT_END.search(text[-200:]):
         return True
     empties = list(EMPTY_BOX.finditer(text))
     if not empties:
         return False
     after = text[empties[-1].end() :]
-    return not re.search(r"\\(?:boxed|fbox)\s*\{\s*[^\s}]", after)
+    return not re.search(r"\d|\\(?:boxed|fbox)\s*\{\s*[^\s}]", after)
 
 
 def finished(text: str, answer_end: int) -> bool:
