@@ -336,6 +336,17 @@ def test_scored_answers_reach_completion_rows_as_the_verifier_read_them(tmp_path
     assert all(r["reward"] < 1 or r["answer"] == r["reference"] for r in rows)
 
 
+def test_majority_votes_count_the_answers_the_verifier_scored():
+    from rlvr.evaluation.evaluate import answer_classes
+
+    task = make_task("arithmetic", 0, {})
+    texts = ["154", "154 or 155", "155"]  # the task alone would read 154 twice
+    classes, no_answer, _ = answer_classes(task, texts, [True, False, False], [("154",), (None,), ("155",)])
+    assert no_answer == 1 and sorted((c.answer, c.count) for c in classes) == [("154", 1), ("155", 1)]
+    classes, no_answer, _ = answer_classes(task, texts, [True, False, False])  # verifiers that do not say
+    assert no_answer == 0 and sorted((c.answer, c.count) for c in classes) == [("154", 2), ("155", 1)]
+
+
 def test_rlvr_verify_reads_a_run_log_and_flags_a_rewarded_answer_that_is_not_the_reference(tmp_path, capsys):
     rows = [{"step": 1, "task": "dataset", "uid": "u", "sample": i, "prompt": PROMPT, "completion": text,
              "reward": reward, "correct": bool(reward), "truncated": False, "answer": shown, "reference": "154"}
