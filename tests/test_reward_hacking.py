@@ -178,6 +178,8 @@ def test_the_shown_answer_is_the_one_judged():
     assert math_score(PROMPT, "The answer is 150 or 154.", "154").answer == "150 or 154"
     assert math_score(PROMPT, "58 + 96 = \\boxed{}", "154").answer is None
     assert math_score(PROMPT, "The answer is 154", "154", truncated=True).answer is None
+    assert math_score(PROMPT, "58 + 96 = 154.", "154").answer == "154"  # an equation shows what was compared
+    assert math_score(PROMPT, "$x = 150$ or $x = 154$", "154").answer == "150 or 154"
 
 
 # --- the guards, one by one ------------------------------------------------------------------------------------
@@ -351,16 +353,17 @@ def test_rlvr_verify_reads_a_run_log_and_flags_a_rewarded_answer_that_is_not_the
     rows = [{"step": 1, "task": "dataset", "uid": "u", "sample": i, "prompt": PROMPT, "completion": text,
              "reward": reward, "correct": bool(reward), "truncated": False, "answer": shown, "reference": "154"}
             for i, (text, reward, shown) in enumerate([("\\boxed{154}", 1.0, "154"),
-                                                        ("58 + 96", 1.0, "96")])]  # the old verifier's hack
+                                                        ("58 + 96", 1.0, "96"),  # the old verifier's hack
+                                                        ("58 + 96 = 154", 1.0, "58 + 96 = 154")])]
     path = tmp_path / "completions.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     assert main(["verify", "--verifier", "rlvr.verifiers.math:math_score", str(path), "--json", "--workers", "1"]) == 0
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert [(r["score"], r["answer"], r["logged_answer"]) for r in lines[:2]] == [(1.0, "154", "154"),
-                                                                                 (0.0, "58 + 96", "96")]
+    assert [(r["score"], r["answer"], r["logged_answer"]) for r in lines[:3]] == [
+        (1.0, "154", "154"), (0.0, "58 + 96", "96"), (1.0, "154", "58 + 96 = 154")]
     summary = lines[-1]
-    assert summary["rewarded"] == 2 and summary["rewarded_answer_not_reference"] == [2]
-    assert summary["shown_answer_differs_now"] == [2] and summary["verdict_differs_now"] == [2]
+    assert summary["rewarded"] == 3 and summary["rewarded_answer_not_reference"] == [2]  # an equation shows its result
+    assert summary["shown_answer_differs_now"] == [2, 3] and summary["verdict_differs_now"] == [2]
 
 
 # --- the probe suite -----------------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from rlvr.rewards.loading import resolve_function
 from rlvr.rewards.pool import RewardOutcome, RewardPool, RewardRequest
 from rlvr.tasks import TASKS
 from rlvr.tasks.dataset import read_rows
+from rlvr.verifiers.guards import equation_result
 
 CHUNK = 256  # requests per pool call, so that the progress bar moves
 
@@ -111,8 +112,9 @@ def score_file(path: str | Path, spec: str, args: dict[str, Any], pool: RewardPo
 
 def _same_text(a: Any, b: Any) -> bool:
     """Two answers written alike: the same text with whitespace collapsed, or the same plain number (`154` and
-    `154.0`)."""
+    `154.0`); an answer shown as an equation counts by its right-hand side (`58 + 96 = 154.` shows 154)."""
     a, b = " ".join(str(a).split()), " ".join(str(b).split())
+    a = equation_result(a).rstrip(" .") or a
     if a == b:
         return True
     try:

@@ -202,6 +202,12 @@ def offered_answers(reading: Reading) -> list[str]:
     return list(dict.fromkeys(_unwrapped(o) for o in offered))
 
 
+def _as_shown(answer: str | None) -> str | None:
+    """An answer as shown: an equation by its right-hand side, which is what was compared (`58 + 96 = 154.` shows
+    154)."""
+    return None if answer is None else guards.equation_result(answer).rstrip(" .") or answer
+
+
 def _unwrapped(value: str) -> str:
     """An offered value without `$...$` or a box around it."""
     value = " ".join(value.split()).strip("$").strip()
@@ -222,7 +228,7 @@ def judge(reading: Reading, gold: str, prompt: Any = "", form: str = "any") -> t
         if offered:  # a hedge: every alternative must be right
             ok = all(well_formed(o, gold, prompt, form) and _math_verify_says(parsed_gold, read(o).found)
                      for o in offered)
-            return ok, " or ".join(offered)
+            return ok, " or ".join(_as_shown(o) for o in offered)
         if reading.start >= 0 and guards.states_a_bound(reading.prepared[: reading.start],
                                                          reading.prepared[reading.end :]):
             return False, answer
@@ -322,7 +328,8 @@ def score_completion(prompt: Any, completion: str, answer: str, extract: str = "
     if unanswered(reading, bool(truncated), rules.is_text_answer(gold), anywhere=extract == "anywhere"):
         return Verdict(0.0, None)
     ok, shown = judge(reading, gold, prompt, form)
-    return Verdict(float(ok), shown_answer(shown))
+    return Verdict(float(ok), shown_answer(shown if rules.is_text_answer(gold) or " or " in (shown or "")
+                                           else _as_shown(shown)))
 
 
 def math_score(prompt: Any, completion: str, answer: str, extract: str = "auto", timeout_s: float = 5.0,
