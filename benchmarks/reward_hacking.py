@@ -116,21 +116,28 @@ def plot(old: str, new: str, out: str, labels: tuple[str, str]) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from matplotlib.ticker import MaxNLocator
+
     runs = {labels[0]: per_step(Path(old)), labels[1]: per_step(Path(new))}
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
     for (name, steps), color in zip(runs.items(), ("#d04437", "#2a7d9a")):
         xs = sorted(steps)
         axes[0].plot(xs, [steps[s]["reward"] for s in xs], color=color, marker=".", label=name)
         xs = sorted(s for s in steps if "plain_accuracy" in steps[s])
         axes[1].plot(xs, [steps[s]["plain_accuracy"] for s in xs], color=color, marker=".", label=name)
+        axes[2].plot(xs, [steps[s]["rewarded_plain_wrong"] for s in xs], color=color, marker=".", label=name)
         summarize(name, steps)
     axes[0].set_title("training reward (the verifier's score)")
     axes[1].set_title("plain check: last box or number = reference")
+    axes[2].set_title("rewarded completions failing the plain check")
     for ax in axes:
         ax.set_xlabel("GRPO step")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
         ax.legend()
+    axes[1].sharey(axes[0])
     axes[0].set_ylabel("mean over the step's 32 completions")
+    axes[2].set_ylabel("completions (of 32)")
     fig.suptitle("SmolLM2-135M-Instruct, GRPO on 'What is a + b? Put the final answer in \\boxed{}.'")
     fig.tight_layout()
     fig.savefig(out, dpi=110)
