@@ -115,7 +115,6 @@ def plot(old: str, new: str, out: str, labels: tuple[str, str]) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
     from matplotlib.ticker import MaxNLocator
 
     runs = {labels[0]: per_step(Path(old)), labels[1]: per_step(Path(new))}
