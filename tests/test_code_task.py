@@ -70,6 +70,7 @@ def test_io_score_fraction_and_all():
     assert io_score("", right, tests) == 1.0
     assert io_score("", "print(3)", tests) == 0.5
     assert io_score("", "print(3)", tests, mode="all") == 0.0
+    assert io_score("", right, tests).answer == "a, b = map(int, input().split())\nprint(a + b)"  # the program run
 
 
 def test_code_io_task_reads_problems_and_checks_rows(tmp_path):

@@ -25,7 +25,7 @@ from rlvr.training.trainer import Trainer
 STYLE = re.compile(r"\x1b\[[0-9;]*m")  # colours and weights
 CURSOR = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")  # redraws: each starts a new frame
 FIELDS = {"step", "task", "uid", "sample", "prompt", "completion", "reward", "reward/verifier", "reward/length",
-          "correct", "advantage", "length", "truncated", "answer", "reference", "answer_matches"}
+          "correct", "advantage", "length", "truncated", "answer", "answer_from", "reference", "answer_matches"}
 OFFLINE = {"WANDB_MODE": "offline", "WANDB_SILENT": "true", "HF_HUB_OFFLINE": "1", "DO_NOT_TRACK": "1",
            "MLFLOW_DISABLE_TELEMETRY": "true", "WANDB_DISABLE_GIT": "true"}
 
@@ -122,6 +122,8 @@ def test_completion_rows_hold_every_field_and_match_the_logged_rewards(fast_conf
             assert r["prompt"].endswith("=") and r["reference"] == str(eval(r["prompt"][:-1]))  # noqa: S307
             assert r["answer_matches"] is None if r["answer"] is None else r["answer_matches"] == (
                 r["answer"] == r["reference"])
+            assert r["answer_from"] == "verifier"  # the answer shown is the one the verifier scored
+            assert r["reward/verifier"] < 1 or r["answer"] == r["reference"]
         for uid in {r["uid"] for r in mine}:  # GRPO advantages: (reward - group mean) / std, centred per group
             group = [r for r in mine if r["uid"] == uid]
             assert abs(sum(r["advantage"] for r in group)) < 1e-4

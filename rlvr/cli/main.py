@@ -94,10 +94,14 @@ def cmd_algorithms(args) -> None:
             print(f"  {name:16s} {reg.summary(name)}")
 
 
-def cmd_verify(args) -> None:
-    from rlvr.cli.verify import audit_command, score_command
+def cmd_verify(args) -> int | None:
+    from rlvr.cli.verify import audit_command, hacks_command, score_command
     from rlvr.errors import ConfigError
 
+    if args.paths[0] == "hacks":
+        if len(args.paths) != 1:
+            raise ConfigError("Usage: rlvr verify hacks [--only NAME,...] [--problems N] [--seed S] (no file).")
+        return hacks_command(args.only, args.problems, args.seed, args.workers, args.timeout, args.json, args.strict)
     if args.paths[0] == "audit":
         if len(args.paths) != 2:
             raise ConfigError("Usage: rlvr verify audit FILE.jsonl (rows with gold, answer or completion, expected).")
@@ -167,14 +171,17 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("run_dir", help="a training run's output directory (tracking.output_dir)")
     rp.add_argument("--output", help="where to write the page (default: RUN_DIR/report.html)")
     rp.set_defaults(func=cmd_report)
-    v = sub.add_parser("verify", help="score a JSONL of completions with a task's verifier, or audit the math verifier",
+    v = sub.add_parser("verify", help="score a JSONL of completions with a task's verifier, audit the math verifier, "
+                       "or probe the rule verifiers with reward hacks",
                        usage="rlvr verify (--task NAME | --verifier SPEC) [--set KEY=VALUE ...] [options] FILE.jsonl\n"
-                             "       rlvr verify audit [options] FILE.jsonl",
+                             "       rlvr verify audit [options] FILE.jsonl\n"
+                             "       rlvr verify hacks [--only NAME,...] [--problems N] [--seed S] [options]",
                        description="Score rows holding 'completion' (plus 'prompt', 'answer', ... as the verifier "
-                       "needs) with a task's verifier through the reward worker pool; or, with 'audit', report the "
-                       "math verifier's false-negative and false-positive rates on labelled rows "
-                       "(e.g. data/math_audit.jsonl).")
-    v.add_argument("paths", nargs="+", metavar="FILE", help="FILE.jsonl, or 'audit' FILE.jsonl")
+                       "needs; a run's completions.jsonl as it is) with a task's verifier through the reward worker "
+                       "pool; with 'audit', report the math verifier's false-negative and false-positive rates on "
+                       "labelled rows (e.g. data/math_audit.jsonl); with 'hacks', the false-positive rate of every "
+                       "built-in rule verifier per class of reward hack and its acceptance of legitimate answers.")
+    v.add_argument("paths", nargs="+", metavar="FILE", help="FILE.jsonl, 'audit' FILE.jsonl, or 'hacks'")
     v.add_argument("--task", help="a registered task whose verifier scores the rows (see `rlvr tasks`)")
     v.add_argument("--verifier", help="a reward function 'module:function' or 'file.py:function' instead of a task's")
     v.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
@@ -182,6 +189,10 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--workers", type=int, default=2, help="reward worker processes")
     v.add_argument("--timeout", type=float, default=10.0, help="per-row wall-clock limit, seconds")
     v.add_argument("--json", action="store_true", help="machine-readable output")
+    v.add_argument("--only", help="hacks: the verifiers to probe, comma-separated (default: every installed one)")
+    v.add_argument("--problems", type=int, default=10, help="hacks: problems drawn per verifier")
+    v.add_argument("--seed", type=int, default=0, help="hacks: seed of the problems drawn")
+    v.add_argument("--strict", action="store_true", help="hacks: exit 1 when a hack is paid or a control refused")
     v.set_defaults(func=cmd_verify)
     sub.add_parser("tasks", help="list tasks and environments").set_defaults(func=cmd_tasks)
     sub.add_parser("algorithms", help="list estimators and losses").set_defaults(func=cmd_algorithms)
@@ -210,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
 
     args = parse_args(build_parser(), argv)
     try:
-        args.func(args)
+        code = args.func(args)
     except TrainingInterrupted as e:
         print(str(e), file=sys.stderr)
         return e.exit_code
@@ -221,4 +232,4 @@ def main(argv: list[str] | None = None) -> int:
         print("aborted (interrupted outside a training step, or a second time); nothing since the last checkpoint "
               "was saved", file=sys.stderr)
         return 130
-    return 0
+    return code if isinstance(code, int) else 0

@@ -1,4 +1,5 @@
-"""`rlvr verify`: score a file of completions with a task's verifier, or audit the math verifier on labelled rows."""
+"""`rlvr verify`: score a file of completions with a task's verifier, audit the math verifier on labelled rows, or
+probe every built-in rule verifier with reward hacks (`rlvr verify hacks`)."""
 
 from __future__ import annotations
 
@@ -84,18 +85,25 @@ def score_command(path: str, task: str | None, verifier: str | None, overrides: 
         prepare_sandbox(minimum_isolation(), [TASKS.get(task)])  # a code task: refuse before scoring anything
     with RewardPool(workers, timeout_s) as pool:
         rows = score_file(path, spec, verifier_args(overrides), pool, show_progress=not as_json)
+    from rlvr.evaluation.offline_scoring import run_log_checks
+
     read_answer = answer_reader(task)
-    answers = [read_answer(r.completion) for r in rows]
+    # the answer the verifier says it scored; the task's reading only for verifiers that do not say
+    answers = [r.answer[0] if r.answer else read_answer(r.completion) for r in rows]
     scores = [r.outcome.value for r in rows]
     mean = sum(scores) / len(scores)
     failed = sum(r.outcome.status != "ok" for r in rows)
+    checks = run_log_checks(rows) if any(r.logged is not None for r in rows) else {}
     if as_json:
         for r, answer in zip(rows, answers):
+            logged = {"logged_answer": r.logged.get("answer"), "logged_correct": r.logged.get("correct")} \
+                if r.logged is not None else {}
             print(json.dumps({"row": r.line, "id": r.row_id, "score": r.outcome.value, "status": r.outcome.status,
-                              "answer": answer, "reference": r.reference,
+                              "answer": answer, "answer_from": "verifier" if r.answer else "task",
+                              "reference": r.reference, **logged,
                               "details": details(r.outcome, answer, r.reference), **r.outcome.extras,
                               **({"message": r.outcome.message} if r.outcome.message else {})}))
-        print(json.dumps({"verifier": spec, "rows": len(rows), "mean": mean, "failed": failed}))
+        print(json.dumps({"verifier": spec, "rows": len(rows), "mean": mean, "failed": failed, **checks}))
         return
     table = Table(title=f"{spec} on {path}")
     for column in ("row", "id", "score", "status", "details"):
@@ -106,3 +114,37 @@ def score_command(path: str, task: str | None, verifier: str | None, overrides: 
     console = Console()
     console.print(table)
     console.print(f"mean score {mean:.4f} over {len(rows)} rows" + (f"; {failed} failed to score" if failed else ""))
+    if checks:
+        console.print(f"run log: {checks['rewarded']} of {checks['run_log_rows']} rows were rewarded; "
+                      f"{len(checks['rewarded_answer_not_reference'])} of them showed an answer that is not the "
+                      f"reference (rows {checks['rewarded_answer_not_reference'][:20]}); the answer shown differs from "
+                      f"the verifier's reading now on {len(checks['shown_answer_differs_now'])} rows and the verdict "
+                      f"on {len(checks['verdict_differs_now'])}.")
+
+
+def hacks_command(only: str | None, problems: int, seed: int, workers: int, timeout_s: float, as_json: bool,
+                  strict: bool) -> int:
+    """Probe the built-in rule verifiers with reward hacks; 1 with `strict` when a hack is paid or a control refused."""
+    from rlvr.evaluation.hack_probes import VERIFIERS, available_verifiers, build_probes, failures, render, run_probes
+    from rlvr.evaluation.hack_probes import summary as probe_summary
+
+    names = available_verifiers()
+    if only:
+        wanted = [n.strip() for n in only.split(",") if n.strip()]
+        unknown = [n for n in wanted if n not in VERIFIERS]
+        if unknown:
+            raise ConfigError(f"--only: unknown verifier(s) {', '.join(unknown)}; choose from {', '.join(VERIFIERS)}.")
+        missing = [n for n in wanted if n not in names]
+        if missing:
+            raise ConfigError(f"--only: {', '.join(missing)} need(s) an extra that is not installed "
+                              "(math: pip install 'rlvr[math]'; reasoning_gym: pip install 'rlvr[gym]').")
+        names = wanted
+    probes = build_probes(names, problems, seed)
+    with RewardPool(workers, timeout_s) as pool:
+        results = run_probes(probes, pool, show_progress=not as_json)
+    result = probe_summary(results)
+    if as_json:
+        print(json.dumps({**result, "failures": failures(results)}, indent=2, ensure_ascii=False))
+    else:
+        render(results, Console())
+    return 1 if strict and not result["clean"] else 0

@@ -149,13 +149,20 @@ def eval_problems(task: Task, limit: int) -> list[Problem]:
     return [task.problem("eval", i) for i in range(count)]
 
 
-def answer_classes(task: Task, completions: list[str], verdicts: list[bool]) -> tuple[list[AnswerClass], int, int]:
-    """Group a problem's samples by stated answer (the task's final_answer, merged by its same_answer):
+def stated_answers(task: Task, completions: list[str], reported: list[tuple] | None = None) -> list[str | None]:
+    """Each completion's final answer: the one its verifier said it scored (`reported`, as Scored.answers), else
+    the task's final_answer."""
+    reported = reported or [()] * len(completions)
+    return [said[0] if said else task.final_answer(text) for text, said in zip(completions, reported)]
+
+
+def answer_classes(task: Task, completions: list[str], verdicts: list[bool],
+                   reported: list[tuple] | None = None) -> tuple[list[AnswerClass], int, int]:
+    """Group a problem's samples by stated answer (`stated_answers`, merged by the task's same_answer):
     (classes, samples without an answer, distinct texts among the correct samples' answers)."""
     spellings: dict[str, list[bool]] = {}
     no_answer = 0
-    for text, ok in zip(completions, verdicts):
-        answer = task.final_answer(text)
+    for answer, ok in zip(stated_answers(task, completions, reported), verdicts):
         if answer is None:
             no_answer += 1
         else:
@@ -211,22 +218,23 @@ def _score(composer: RewardComposer, work: list[tuple[Task, Problem]], results: 
     verdicts = scored.correct.tolist()
     for i, ((task, _), result, group) in enumerate(zip(work, results, groups)):
         ok = verdicts[i * params.n : (i + 1) * params.n]
+        reported = [scored.reported_answer(j) for j in range(i * params.n, (i + 1) * params.n)]
+        answers = stated_answers(task, [c.text for c in group], reported)
         result.turns += sum(getattr(c, "turns", 1) for c in group)
         result.generated += len(group)
         if episodes:
             _add_episode_metrics(result, group)
         room = keep - len(result.completions)
         result.completions += [{"text": c.text, "greedy": params.greedy, "correct": bool(v),
-                                "answer": task.final_answer(c.text), "tokens": len(c.token_ids),
-                                "truncated": c.truncated,
+                                "answer": a, "tokens": len(c.token_ids), "truncated": c.truncated,
                                 **({"messages": list(c.messages)} if getattr(c, "messages", None) else {})}
-                               for c, v in zip(group[:max(room, 0)], ok)]
+                               for c, v, a in zip(group[:max(room, 0)], ok, answers)]
         if params.greedy:
             result.greedy_correct = ok[0]
             continue
         result.samples, result.correct = params.n, sum(ok)
         result.classes, result.no_answer, result.distinct_correct_spellings = answer_classes(
-            task, [c.text for c in group], ok)
+            task, [c.text for c in group], ok, reported)
         result.entropy_sum = sum(sum(c.entropies) for c in group)
         result.tokens = sum(c.policy_tokens for c in group)
 

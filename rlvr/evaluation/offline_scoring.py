@@ -1,5 +1,9 @@
 """Score a file of completions with a task's verifier (or any reward function) outside training, through the
-reward worker pool, for debugging rewards: `rlvr verify --task NAME FILE.jsonl`."""
+reward worker pool, for debugging rewards: `rlvr verify --task NAME FILE.jsonl`.
+
+A run's completions.jsonl is read as what it is: its `reference` is the verifier's `answer`, its `truncated` flag is
+handed on, the other logged columns (the answer shown, rewards, advantage) are compared with the new scoring rather
+than passed to the verifier, and every rewarded row is checked: is the answer it showed the reference?"""
 
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ from rlvr.rewards.loading import resolve_function
 from rlvr.rewards.pool import RewardOutcome, RewardPool, RewardRequest
 from rlvr.tasks import TASKS
 from rlvr.tasks.dataset import read_rows
+from rlvr.verifiers.guards import equation_result
 
 CHUNK = 256  # requests per pool call, so that the progress bar moves
 
@@ -46,63 +51,89 @@ def score_requests(pool: RewardPool, requests: Sequence[RewardRequest], what: st
     return outcomes
 
 
+RUN_LOG_COLUMNS = ("step", "reference", "reward", "completion")  # a row of a run's completions.jsonl
+
+
 @dataclass
 class ScoredRow:
     line: int
     row_id: str
     outcome: RewardOutcome
     completion: str = ""
-    reference: Any = None  # the row's 'answer', when it has one
+    reference: Any = None  # the row's 'answer' (a run log's 'reference'), when it has one
+    logged: dict[str, Any] | None = None  # a run log row's logged columns: answer, correct, reward, ...
+
+    @property
+    def answer(self) -> tuple:
+        """(answer,) the verifier said it scored now, () when it did not say."""
+        return self.outcome.answer if self.outcome.status == "ok" else ()
 
 
-def is_run_completion(row: dict[str, Any]) -> bool:
-    """Whether `row` is a row of a training run's completions.jsonl (rlvr.tracking.completions): there `answer` is
-    the answer the completion stated and `reference` the problem's."""
-    return "reference" in row and "answer_matches" in row
+def is_run_log_row(row: dict[str, Any]) -> bool:
+    return all(column in row for column in RUN_LOG_COLUMNS)
 
 
-def verifier_fields(row: dict[str, Any]) -> dict[str, Any]:
-    """The keyword arguments a row hands the verifier: every column but prompt and completion; for a row of a run's
-    completions.jsonl only its reference, as `answer` (its own `answer` is what the completion stated, and scoring
-    against that would accept whatever the model said; its scores and bookkeeping are not the verifier's)."""
-    if is_run_completion(row):
-        return {} if row["reference"] is None else {"answer": row["reference"]}
-    return {k: v for k, v in row.items() if k not in ("prompt", "completion")}
+def _request(line: int, spec: str, row: dict[str, Any], args: dict[str, Any]) -> RewardRequest:
+    if is_run_log_row(row):  # completions.jsonl: the reference is the verifier's answer; the rest is the log
+        fields = {"answer": row["reference"], "truncated": bool(row.get("truncated", False)),
+                  "id": f"step {row['step']} {row.get('uid', '')} #{row.get('sample', '')}"}
+    else:
+        fields = {k: v for k, v in row.items() if k not in ("prompt", "completion")}
+    return RewardRequest(line, spec, row.get("prompt", "") or "", row["completion"], {**fields, **args})
 
 
-def row_label(row: dict[str, Any], line: int) -> str:
-    """How the table names a row: its `id`; a run's completion by step, problem and sample; else its line."""
-    if "id" in row:
-        return str(row["id"])
-    if is_run_completion(row):
-        return f"step {row.get('step')} {row.get('uid')} #{row.get('sample')}"
-    return str(line)
-
-
-def completion_requests(path: str | Path, spec: str, args: dict[str, Any]) -> tuple[list[RewardRequest], list[str]]:
-    """One request per row of a completions file: `completion` (required), `prompt` (optional, default ''; a
-    conversation, a list of messages, is handed on as it is, as in training), every other column handed to the
-    verifier as a keyword (a run's completions.jsonl: its reference as `answer`), then `args` on top; with each
-    row's label for tables (row_label)."""
+def completion_requests(path: str | Path, spec: str, args: dict[str, Any]) -> list[RewardRequest]:
+    """One request per row of a completions file: `completion` (required), `prompt` (optional, default ''),
+    every other column handed to the verifier as a keyword, then `args` on top. A run's completions.jsonl row
+    hands `reference` as `answer` and its `truncated` flag, nothing else it logged."""
     resolve_function(spec)  # a bad spec fails here with a clear message, not in every worker
-    requests, labels = [], []
+    requests = []
     for line, row in enumerate(read_rows(path), 1):
         if not isinstance(row.get("completion"), str):
             found = ", ".join(sorted(row)) or "none"
             raise DataError(f"{path}, row {line}: needs a text column 'completion'. Columns found: {found}.")
-        prompt = row.get("prompt", "")
-        prompt = prompt if isinstance(prompt, (str, list)) else str(prompt)
-        requests.append(RewardRequest(line, spec, prompt, row["completion"], {**verifier_fields(row), **args}))
-        labels.append(row_label(row, line))
+        requests.append(_request(line, spec, row, args))
     if not requests:
         raise DataError(f"{path} has no rows.")
-    return requests, labels
+    return requests
 
 
 def score_file(path: str | Path, spec: str, args: dict[str, Any], pool: RewardPool,
                show_progress: bool = True) -> list[ScoredRow]:
-    """Each row's outcome (status, score, extras, message), in file order."""
-    requests, labels = completion_requests(path, spec, args)
+    """Each row's outcome (status, score, extras, message, the answer it read), in file order."""
+    rows = read_rows(path)
+    requests = completion_requests(path, spec, args)
     outcomes = score_requests(pool, requests, f"scoring {Path(path).name}", show_progress)
-    return [ScoredRow(r.key, label, outcomes[r.key], r.completion, r.fields.get("answer"))
-            for r, label in zip(requests, labels)]
+    return [ScoredRow(r.key, str(r.fields.get("id", r.key)), outcomes[r.key], r.completion, r.fields.get("answer"),
+                      {k: v for k, v in row.items() if k not in ("prompt", "completion")} if is_run_log_row(row)
+                      else None)
+            for r, row in zip(requests, rows)]
+
+
+def _same_text(a: Any, b: Any) -> bool:
+    """Two answers written alike: the same text with whitespace collapsed, or the same plain number (`154` and
+    `154.0`); an answer shown as an equation counts by its right-hand side (`58 + 96 = 154.` shows 154)."""
+    a, b = " ".join(str(a).split()), " ".join(str(b).split())
+    a = equation_result(a).rstrip(" .") or a
+    if a == b:
+        return True
+    try:
+        return float(a.replace(",", "")) == float(b.replace(",", ""))
+    except ValueError:
+        return False
+
+
+def run_log_checks(rows: list[ScoredRow]) -> dict[str, Any]:
+    """For a run's completions.jsonl: rewarded rows (logged `correct`) whose shown answer is not written as the
+    reference (a plain check, independent of the verifier: the hack the issue found), rows whose shown answer
+    differs from the one the verifier reads now, and rows whose verdict differs now."""
+    logged = [r for r in rows if r.logged is not None]
+    rewarded = [r for r in logged if r.logged.get("correct")]
+    mismatched = [r for r in rewarded if r.logged.get("answer") is None or not _same_text(r.logged["answer"], r.reference)]
+    changed_answer = [r for r in logged if r.answer and r.answer[0] != r.logged.get("answer")]
+    changed_verdict = [r for r in logged if r.outcome.status == "ok"
+                       and (r.outcome.value >= 1) != bool(r.logged.get("correct"))]
+    return {"run_log_rows": len(logged), "rewarded": len(rewarded),
+            "rewarded_answer_not_reference": [r.line for r in mismatched],
+            "shown_answer_differs_now": [r.line for r in changed_answer],
+            "verdict_differs_now": [r.line for r in changed_verdict]}

@@ -189,7 +189,7 @@ def completions_section(rows: list[dict]) -> str:
                          + (f" &middot; reference <code>{html.escape(str(reference))}</code>" if reference else "")
                          + f'</div>{prompt_html(group[0].get("prompt"))}<table class="samples"><tr><th>#</th>'
                          "<th>completion</th><th>verdict</th><th>scores</th><th>advantage</th><th>tokens</th>"
-                         "<th>answer</th></tr>")
+                         "<th>answer scored</th></tr>")
             for r in group:
                 messages = r.get("messages")
                 shown = conversation_html(messages) if isinstance(messages, list) and messages else \
@@ -197,12 +197,17 @@ def completions_section(rows: list[dict]) -> str:
                 scores = "<br>".join(f"{html.escape(k.removeprefix('reward/'))} {_fmt(v)}" for k, v in r.items()
                                      if k.startswith("reward/"))
                 verdict = "ok" if r.get("correct") else "bad"
-                answer = html.escape(_fmt(r.get("answer")))
+                answer = f"<code>{html.escape(_fmt(r.get('answer')))}</code>"
+                if r.get("answer_from") == "task":  # the verifier did not say which answer it scored
+                    answer += " (the task's reading)"
+                if r.get("correct") and r.get("answer_matches") is False:
+                    answer += ' <b class="bad">rewarded, but not the reference</b>'
+
                 tokens = f"{r.get('length')}" + (" (cut)" if r.get("truncated") else "")
                 parts.append(f'<tr class="{verdict}"><td>{r.get("sample", "")}</td><td>{shown}</td>'
                              f'<td class="verdict">{"correct" if verdict == "ok" else "wrong"}</td>'
                              f"<td><b>total {_fmt(r.get('reward'))}</b><br>{scores}</td>"
-                             f"<td>{_fmt(r.get('advantage'))}</td><td>{tokens}</td><td><code>{answer}</code></td></tr>")
+                             f"<td>{_fmt(r.get('advantage'))}</td><td>{tokens}</td><td>{answer}</td></tr>")
             parts.append("</table></div>")
     return "\n".join(parts)
 
@@ -265,7 +270,7 @@ table.samples th, table.samples td { border-top: 1px solid #eee; padding: 4px 6p
 table.samples td:nth-child(2) { width: 50%; }
 table.samples td:last-child { max-width: 12em; overflow-wrap: anywhere; }
 tr.ok td:first-child { border-left: 4px solid #2a9d3f; } tr.bad td:first-child { border-left: 4px solid #d04437; }
-tr.ok td.verdict { color: #2a7d3a; } tr.bad td.verdict { color: #b0352a; }
+tr.ok td.verdict { color: #2a7d3a; } tr.bad td.verdict, b.bad { color: #b0352a; }
 .empty { color: #999; font-style: italic; }
 """
 

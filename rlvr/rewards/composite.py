@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -33,12 +33,19 @@ class Scored:
     failures: dict[str, Counter]  # name -> Counter(error=, timeout=, crash=), in samples
     extras: dict[str, torch.Tensor]  # 'name/key' -> [N] extra numbers returned in dicts
     first_errors: dict[str, str]
+    # [N] the final answer the task verifier scored, as (text or None,), or () where it did not say (see RewardOutcome)
+    answers: list[tuple] = field(default_factory=list)
+
+    def reported_answer(self, i: int) -> tuple:
+        """(answer,) that the task verifier said it scored for sample i, () when it did not say."""
+        return self.answers[i] if i < len(self.answers) else ()
 
     def select(self, rows: list[int]) -> Scored:
         """The scores of samples `rows` (failure counts and first errors stay those of the whole set)."""
         index = torch.tensor(rows, dtype=torch.long)
         return Scored(self.total[index], {k: v[index] for k, v in self.per_function.items()}, self.correct[index],
-                      self.failures, {k: v[index] for k, v in self.extras.items()}, self.first_errors)
+                      self.failures, {k: v[index] for k, v in self.extras.items()}, self.first_errors,
+                      [self.answers[i] for i in rows] if self.answers else [])
 
     @staticmethod
     def concat(parts: list[Scored]) -> Scored:
@@ -49,9 +56,10 @@ class Scored:
         first = {}
         for p in parts:
             first = {**p.first_errors, **first}
+        answers = [a for p in parts for a in (p.answers or [()] * len(p.total))]
         return Scored(torch.cat([p.total for p in parts]),
                       {k: torch.cat([p.per_function[k] for p in parts]) for k in parts[0].per_function},
-                      torch.cat([p.correct for p in parts]), failures, extras, first)
+                      torch.cat([p.correct for p in parts]), failures, extras, first, answers)
 
 
 @dataclass
@@ -116,7 +124,8 @@ class RewardComposer:
         for g, rows in enumerate(groups):
             out = outcomes[(id(term), g)]
             for j, i in enumerate(rows):
-                spread[i] = (RewardOutcome("ok", out.value[j], out.extras[j]) if out.status == "ok"
+                spread[i] = (RewardOutcome("ok", out.value[j], out.extras[j], answer=out.answer[j] if out.answer else ())
+                             if out.status == "ok"
                              else RewardOutcome(out.status, message=out.message))
         return spread
 
@@ -153,4 +162,5 @@ class RewardComposer:
         stated = extras.get(f"{self.verifier.name}/correct")  # a verifier may state its verdict apart from its score
         if stated is not None:
             correct = torch.where(stated.isnan(), correct, stated > 0.5)
-        return Scored(total, per_function, correct, failures, extras, first_errors)
+        answers = [v.answer if v.status == "ok" else () for v in verdicts]
+        return Scored(total, per_function, correct, failures, extras, first_errors, answers)

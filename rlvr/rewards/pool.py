@@ -42,12 +42,14 @@ class RewardRequest:
 
 @dataclass
 class RewardOutcome:
-    """`value` and `extras` are per sample lists for a batched request."""
+    """`value`, `extras` and `answer` are per sample lists for a batched request. `answer` is (text or None,) when
+    the reward said which final answer it scored (rlvr.rewards.worker.reported_answer), () when it did not."""
 
     status: Status
     value: float | list[float] = 0.0
     extras: dict[str, float] | list[dict[str, float]] = field(default_factory=dict)
     message: str = ""
+    answer: tuple | list[tuple] = ()
 
 
 class _Worker:
@@ -171,13 +173,13 @@ class RewardPool:
                 if w.conn not in ready:
                     continue
                 try:
-                    key, status, value, extras, message = w.conn.recv()
+                    key, status, value, extras, message, answer = w.conn.recv()
                 except (EOFError, OSError):
                     fail_current(w, "crash", "the reward worker died while scoring this item")
                     continue
                 done = w.pending.popleft()
                 assert done.key == key, "reward worker answered out of order"
-                results[key] = RewardOutcome(status, value, extras, message)
+                results[key] = RewardOutcome(status, value, extras, message, answer)
                 w.last_progress = time.monotonic()
                 feed(w)
             now = time.monotonic()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 from rlvr.rewards.loading import resolve_function
+from rlvr.verifiers import guards
 
 
 def overlong_penalty(prompt: str, completion: str, completion_tokens: int, max_new_tokens: int,
@@ -30,22 +31,41 @@ def overlong_penalty(prompt: str, completion: str, completion_tokens: int, max_n
     return -1.0
 
 
-THINK_ANSWER = r"<think>(?:(?!</?think>).)*</think>\s*<answer>(?P<answer>(?:(?!</?answer>).)*)</answer>"
+THINK_ANSWER = (r"<think>(?P<think>(?:(?!</?think>).)*)</think>\s*<answer>(?P<answer>(?:(?!</?answer>).)*)"
+                r"</answer>")
 
 
-def _format_match(completion: str, pattern: str, prefix: str) -> re.Match | None:
-    return re.fullmatch(pattern, prefix + completion.strip(), flags=re.DOTALL)
+def _format_match(prompt: object, completion: str, pattern: str, prefix: str, reference: object = None
+                  ) -> re.Match | None:
+    """The full match of `pattern` on prefix + the stripped completion, read without the sentences it copies from
+    the prompt (an echoed format example is not the completion's own); None when it does not match, or when a named
+    group (the <think> and <answer> contents by default) is empty or copied whole from the prompt (a placeholder
+    such as "your answer"; the reference itself may be) (docs/verifiers.md, "Reward hacking")."""
+    reference = None if reference is None else str(reference)
+    text = guards.without_prompt_copies(completion, prompt, reference)
+    match = re.fullmatch(pattern, prefix + text.strip(), flags=re.DOTALL)
+    if match is None:
+        return None
+    prompt_words = " ".join(guards.prompt_text(prompt).split())
+    for value in match.groupdict().values():
+        content = " ".join((value or "").split())
+        if not content or (content in prompt_words and content != reference):  # empty, or the prompt's placeholder
+            return None
+    return match
 
 
-def format_reward(prompt: str, completion: str, pattern: str = THINK_ANSWER, prefix: str = "", **_: object) -> float:
+def format_reward(prompt: str, completion: str, pattern: str = THINK_ANSWER, prefix: str = "", **fields: object
+                  ) -> float:
     """1.0 when the whole completion matches `pattern`, else 0.0: the format reward of DeepSeek-R1 (DeepSeek-AI
     2025, sec. 2.2.2), which asks for the reasoning inside <think></think> and the answer inside
-    <answer></answer>. The default pattern wants exactly one of each, in that order, with nothing around them.
-    `prefix` is text the prompt already opened (e.g. '<think>' at the end of an R1-Zero template), put in
-    front of the completion before matching. Regex is re.DOTALL, full match:
-        r_format = 1[fullmatch(pattern, prefix + strip(y))]
+    <answer></answer>. The default pattern wants exactly one of each, in that order, with nothing around them,
+    and neither empty (every named group of `pattern` must hold something). Sentences copied from the prompt do
+    not count as the completion's (an echoed format example does not match). `prefix` is text the prompt already
+    opened (e.g. '<think>' at the end of an R1-Zero template), put in front of the completion before matching.
+    Regex is re.DOTALL, full match:
+        r_format = 1[fullmatch(pattern, prefix + strip(y)) and every named group non-empty]
     """
-    return float(_format_match(completion, pattern, prefix) is not None)
+    return float(_format_match(prompt, completion, pattern, prefix, fields.get("answer")) is not None)
 
 
 def gated(prompt: str, completion: str, verifier_score: float, inner: str | None = None,
@@ -59,7 +79,7 @@ def gated(prompt: str, completion: str, verifier_score: float, inner: str | None
     worth nothing."""
     if answer_only and inner is None:
         raise ValueError("gated: answer_only=True needs `inner`, the reward to call on the answer alone")
-    match = _format_match(completion, pattern, prefix)
+    match = _format_match(prompt, completion, pattern, prefix, fields.get("answer"))
     if match is None:
         return 0.0
     if inner is None:

@@ -7,12 +7,27 @@ import traceback
 from multiprocessing.connection import Connection
 
 
+def reported_answer(value) -> tuple:
+    """(answer,) when a reward says which final answer it scored: a Verdict (rlvr.verifiers.verdict), or a dict with
+    an 'answer' key (text, or None for no answer); () when it does not say."""
+    if isinstance(value, dict):
+        if "answer" not in value:
+            return ()
+        answer = value["answer"]
+    elif isinstance(value, float) and hasattr(value, "answer"):
+        answer = value.answer
+    else:
+        return ()
+    return (None if answer is None else str(answer),)
+
+
 def as_reward(value) -> tuple[float, dict[str, float]]:
-    """A float, or a dict holding 'score' plus extra numbers to log."""
+    """A float, or a dict holding 'score' plus extra numbers to log (and optionally the 'answer' it scored, see
+    `reported_answer`)."""
     if isinstance(value, dict):
         if "score" not in value:
             raise ValueError(f"a reward dict must have a 'score' key, got keys {sorted(value)}")
-        extras = {k: float(v) for k, v in value.items() if k != "score"}
+        extras = {k: float(v) for k, v in value.items() if k not in ("score", "answer")}
         value = value["score"]
     else:
         extras = {}
@@ -35,7 +50,7 @@ def as_rewards(values, count: int) -> tuple[list[float], list[dict[str, float]]]
 
 def serve(conn: Connection) -> None:
     """Answer batches of (key, spec, prompt, completion, fields, batched) with (key, status, value, extras,
-    message) until told to stop (None) or orphaned."""
+    message, answer) until told to stop (None) or orphaned; `answer` as `reported_answer` (a list for batched)."""
     from rlvr.rewards.callables import load_reward
     from rlvr.rewards.loading import resolve_function
 
@@ -52,10 +67,11 @@ def serve(conn: Connection) -> None:
                 function = load_reward(spec) if isinstance(spec, bytes) else resolve_function(spec)
                 result = function(prompt, completion, **fields)
                 value, extras = as_rewards(result, len(completion)) if batched else as_reward(result)
-                conn.send((key, "ok", value, extras, ""))
+                answer = [reported_answer(r) for r in result] if batched else reported_answer(result)
+                conn.send((key, "ok", value, extras, "", answer))
             except Exception as e:  # a user's reward failed: report, keep serving
                 tb = traceback.format_exception_only(type(e), e)[-1].strip()
-                conn.send((key, "error", 0.0, {}, tb))
+                conn.send((key, "error", 0.0, {}, tb, ()))
 
 
 def exit_with_parent(interval_s: float = 1.0) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import random
 
 from rlvr.tasks.base import TASKS, Problem, Task
+from rlvr.verifiers import guards
+from rlvr.verifiers.verdict import Verdict
 
 OPERATORS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b}
 
@@ -20,10 +22,21 @@ def parse_int(text: str) -> int | None:
         return None
 
 
-def score(prompt: str, completion: str, answer: str, **_: object) -> float:
-    """1.0 when the completion states exactly the right integer, else 0.0."""
+def score(prompt: str, completion: str, answer: str, truncated: bool = False, **_: object) -> Verdict:
+    """1.0 when the completion states exactly the right integer, else 0.0, with the integer it read. The integer
+    must be the only one offered ("154 or 155", "154, actually 150" are hedges) and finished (a completion cut
+    off by the token limit right after its digits may have been writing a longer number)."""
     value = parse_int(completion)
-    return float(value is not None and str(value) == str(answer).strip())
+    if value is None:
+        return Verdict(0.0, None)
+    head = completion.strip().split()[0]
+    rest = completion.strip()[len(head) :]
+    unfinished = truncated and not rest
+    offered = guards.hedged_values(f"{value}{rest[:80]}", (0, len(str(value)))) or \
+        guards.later_alternatives(rest, str(value))
+    ok = not unfinished and not any(o.replace("−", "-") != str(value) for o in offered) and \
+        str(value) == str(answer).strip()
+    return Verdict(float(ok), str(value))
 
 
 @TASKS.register("arithmetic")

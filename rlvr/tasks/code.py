@@ -10,6 +10,7 @@ from rlvr.errors import ConfigError, DataError, RlvrError
 from rlvr.sandbox import check_function_tests, check_io_cases
 from rlvr.tasks.base import TASKS, Problem, Task
 from rlvr.tasks.dataset import read_rows
+from rlvr.verifiers.verdict import Verdict
 
 FENCED_BLOCK = re.compile(r"```[\w+-]*[ \t]*\n(.*?)```", re.DOTALL)
 
@@ -30,15 +31,18 @@ class ProgramAnswer:
         return extract_code(completion).strip() or None
 
 
-def humaneval_score(prompt: str, completion: str, test: str, entry_point: str, **_: Any) -> float:
-    """1.0 when prompt + completion (the function body) passes all of the problem's tests, else 0.0."""
-    return check_function_tests(prompt + completion, test, entry_point, prelude=prompt)
+def humaneval_score(prompt: str, completion: str, test: str, entry_point: str, **_: Any) -> Verdict:
+    """1.0 when prompt + completion (the function body) passes all of the problem's tests, else 0.0; the answer
+    it judged is the completion, run after the prompt."""
+    return Verdict(check_function_tests(prompt + completion, test, entry_point, prelude=prompt),
+                   completion.strip() or None)
 
 
-def io_score(prompt: str, completion: str, tests: list[dict[str, str]], mode: str = "fraction", **_: Any) -> float:
+def io_score(prompt: str, completion: str, tests: list[dict[str, str]], mode: str = "fraction", **_: Any) -> Verdict:
     """The program in the completion run on each stdin/stdout case: the fraction passed, or with mode='all'
-    1.0 only when every case passes."""
-    return check_io_cases(extract_code(completion), tests, mode=mode)
+    1.0 only when every case passes. The answer it judged is the program it ran."""
+    program = extract_code(completion)
+    return Verdict(check_io_cases(program, tests, mode=mode), program.strip() or None)
 
 
 def _read_humaneval() -> list[dict[str, Any]]:

@@ -19,8 +19,11 @@ from typing import Any
 from rlvr.errors import ConfigError, DataError, did_you_mean
 from rlvr.models.prompts import Prompt, conversation_problem
 from rlvr.tasks.base import RESERVED_FIELDS, TASKS, Problem, Task
+from rlvr.verifiers.verdict import Verdict, shown_answer
 
 BAD_ROW_POLICIES = ("error", "skip")
+ANSWER_FORMS = ("auto", "number", "any")  # as rlvr.verifiers.math.ANSWER_FORMS (that module needs the math extra)
+MATH_VERIFIER = "rlvr.verifiers.math:math_score"
 
 
 @dataclass
@@ -32,9 +35,11 @@ class Row:
     problem: str | None = None
 
 
-def exact_match(prompt: str, completion: str, answer: str, **_: Any) -> float:
-    """1.0 when the stripped completion equals the stripped answer."""
-    return float(completion.strip() == str(answer).strip())
+def exact_match(prompt: str, completion: str, answer: str, truncated: bool = False, **_: Any) -> Verdict:
+    """1.0 when the stripped completion equals the stripped answer; a completion cut off by the token limit has
+    not finished its answer and scores 0. The whole completion is the answer it judged."""
+    text = completion.strip()
+    return Verdict(float(not truncated and text == str(answer).strip()), shown_answer(text))
 
 
 def _utf8_problem(raw: bytes, error: UnicodeDecodeError) -> str:
@@ -163,6 +168,7 @@ def read_rows(path: str | Path) -> list[dict[str, Any]]:
 class DatasetTask(Task):
     """Problems with reference answers from a file on disk, a saved dataset or a hub name (args: path, split,
     prompt_column or prompt_template, answer_column, solution_column, extra_columns, eval_path or eval_size,
+    verifier, answer_form: handed to the verifier with every problem, 'auto' / 'number' / 'any' for the math
     verifier). `prompt_template` is a Python format string over the row's columns, e.g.
     'Solve: {question}\nGive the answer after ####.'."""
 
@@ -173,7 +179,7 @@ class DatasetTask(Task):
                  solution_column: str | None = None, eval_path: str | None = None, eval_size: int = 0,
                  verifier: str = "rlvr.tasks.dataset:exact_match", extra_columns: list[str] | None = None,
                  bad_rows: str = "error", prompt_template: str | None = None, split: str = "train",
-                 eval_split: str = "test"):
+                 eval_split: str = "test", answer_form: str | None = None):
         if not path:
             raise DataError("The dataset task needs data.tasks[].args.path: a .jsonl/.parquet/.csv file or a saved dataset.")
         for key, value in (("path", path), ("eval_path", eval_path)):
@@ -183,7 +189,12 @@ class DatasetTask(Task):
                                   "eval_dataset=...).")
         if bad_rows not in BAD_ROW_POLICIES:
             raise ConfigError(f"bad_rows must be one of {', '.join(BAD_ROW_POLICIES)}, got {bad_rows!r}.")
+        if answer_form is not None and answer_form not in ANSWER_FORMS:
+            raise ConfigError(f"data.tasks[].args.answer_form must be one of {', '.join(ANSWER_FORMS)}, got "
+                              f"{answer_form!r}.")
         self.verifier, self.bad_rows = verifier, bad_rows
+        # handed to the verifier with every problem (the math verifier's answer_form; docs/verifiers.md)
+        self.answer_form = {"answer_form": answer_form} if answer_form is not None else {}
         self.skipped_rows: list[str] = []
         self._where: dict[str, str] = {}  # problem uid -> its file and line
         self.template = prompt_template
@@ -296,7 +307,7 @@ class DatasetTask(Task):
                     prompt=self._prompt(values),
                     answer=str(values[self.columns["answer"]]),
                     solution=str(values[self.columns["solution"]]) if "solution" in self.columns else None,
-                    fields={c: values[c] for c in self.extra},
+                    fields={**{c: values[c] for c in self.extra}, **self.answer_form},
                 )
             )
         if not problems:
@@ -327,6 +338,15 @@ class DatasetTask(Task):
         if self.verifier == "rlvr.tasks.dataset:exact_match":  # the whole completion is the answer
             return completion.strip() or None
         return super().final_answer(completion)
+
+    def same_answer(self, a: str, b: str) -> bool:
+        """Equal text; with the math verifier, mathematical equivalence as it judges (`1/2` and `0.5` are one
+        answer; an unevaluated `58 + 96` is no answer `154`)."""
+        if self.verifier == MATH_VERIFIER:
+            from rlvr.verifiers.math import same_answer
+
+            return same_answer(a, b)
+        return a == b
 
     def problem(self, split: str, index: int) -> Problem:
         return self._splits[split][index]

@@ -29,25 +29,18 @@ class MathTask(DatasetTask):
     def __init__(self, seed: int = 0, path: str = "", prompt_column: str = "problem", answer_column: str = "answer",
                  solution_column: str | None = None, eval_path: str | None = None, eval_size: int = 0,
                  extra_columns: list[str] | None = None, instruction: str = BOXED_INSTRUCTION, bad_rows: str = "error",
-                 prompt_template: str | None = None, split: str = "train", eval_split: str = "test"):
+                 prompt_template: str | None = None, split: str = "train", eval_split: str = "test",
+                 answer_form: str | None = None):
         super().__init__(seed=seed, path=path, prompt_column=prompt_column, answer_column=answer_column,
                          solution_column=solution_column, eval_path=eval_path, eval_size=eval_size,
                          verifier=self.verifier, extra_columns=extra_columns, bad_rows=bad_rows,
-                         prompt_template=prompt_template, split=split, eval_split=eval_split)
+                         prompt_template=prompt_template, split=split, eval_split=eval_split,
+                         answer_form=answer_form)
         for problems in self._splits.values():
             for problem in problems:
                 problem.answer = self._gold(problem.answer, problem.uid, answer_column)
                 if instruction:
                     problem.prompt = with_instruction(problem.prompt, instruction)
-
-    def same_answer(self, a: str, b: str) -> bool:
-        """Mathematical equivalence (math-verify, as the verifier judges), so '1/2' and '0.5' vote together."""
-        from rlvr.verifiers.math import answers_match
-
-        try:
-            return a == b or answers_match(a, b)
-        except Exception:  # noqa: BLE001 - a comparison that fails or runs out of time keeps the answers apart
-            return False
 
     @staticmethod
     def _gold(text: str, uid: str, column: str) -> str:

@@ -10,6 +10,8 @@ from typing import Any
 
 from rlvr.errors import ConfigError, RlvrError, did_you_mean
 from rlvr.tasks.base import TASKS, Problem, Task
+from rlvr.verifiers import guards, rules
+from rlvr.verifiers.verdict import Verdict, shown_answer
 
 INSTRUCTION = "Give your final answer inside <answer></answer> tags."
 
@@ -35,21 +37,44 @@ def _scorer(name: str):
     return rg.get_score_answer_fn(name)
 
 
+def tagged_answers(completion: str, tag: str | None) -> list[str]:
+    """The text inside every complete <tag>...</tag>, in order, or the whole completion when tag is None."""
+    if tag is None:
+        return [completion.strip()]
+    return [found.strip() for found in re.findall(rf"<{tag}>(.*?)</{tag}>", completion, flags=re.DOTALL)]
+
+
 def extract_tagged(completion: str, tag: str | None) -> str | None:
     """The text inside the last <tag>...</tag>, or the whole completion when tag is None."""
-    if tag is None:
-        return completion.strip()
-    found = re.findall(rf"<{tag}>(.*?)</{tag}>", completion, flags=re.DOTALL)
-    return found[-1].strip() if found else None
+    found = tagged_answers(completion, tag)
+    return found[-1] if found else None
+
+
+def offered_answers(prompt: Any, completion: str, reference: str, tag: str | None) -> list[str]:
+    """The answers a completion offers, after the guards of rlvr.verifiers.guards (docs/verifiers.md, "Reward
+    hacking"): sentences copied from the prompt are not the completion's (an echoed instruction holds empty
+    tags); every different tagged answer is offered (several tags are a hedge); free text (no tag) offers the
+    values it lists side by side in its final statement, else itself. [] when it offers none: no tag, an empty
+    one, or an answer that merely restates an expression of the prompt."""
+    text = guards.without_prompt_copies(completion, prompt, reference)
+    answers = list(dict.fromkeys(tagged_answers(text, tag)))
+    if tag is None and answers:
+        answers = guards.hedged_values(rules.final_statement(answers[0])) or answers
+    if not answers or any(not a or guards.restates_prompt(a, prompt, reference) for a in answers):
+        return []
+    return answers
 
 
 def score(prompt: str, completion: str, answer: str, rg_dataset: str, rg_entry: dict, answer_tag: str | None = "answer",
-          **_: Any) -> float:
-    """reasoning-gym's scorer on the tagged answer; 0.0 when no answer is given."""
-    extracted = extract_tagged(completion, answer_tag)
-    if extracted is None:
-        return 0.0
-    return float(_scorer(rg_dataset)(extracted, rg_entry))
+          truncated: bool = False, **_: Any) -> Verdict:
+    """reasoning-gym's scorer on the tagged answer; 0.0 when no answer is given. Several different tagged answers
+    score the lowest of their scores (a hedge is right only if every answer is); free text (answer_tag None) cut
+    off by the token limit has not finished and scores 0 (a closed tag is a finished answer)."""
+    offered = offered_answers(prompt, completion, answer, answer_tag)
+    if not offered or (truncated and answer_tag is None):
+        return Verdict(0.0, shown_answer(offered[-1]) if offered else None)
+    scorer = _scorer(rg_dataset)
+    return Verdict(min(float(scorer(a, rg_entry)) for a in offered), shown_answer(" or ".join(offered)))
 
 
 @TASKS.register("reasoning_gym")

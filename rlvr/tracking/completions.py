@@ -1,5 +1,7 @@
 """Sampled completions as rows people read: what the policy wrote for a few prompt groups of a step, with each
-reward's score, the advantage it was trained with, and the answer it stated against the reference."""
+reward's score, the advantage it was trained with, and the answer it stated against the reference. The answer is
+the one the task's verifier scored (`answer_from: verifier`) when the verifier says which it read, as every
+built-in verifier does; else the task's own reading (`answer_from: task`)."""
 
 from __future__ import annotations
 
@@ -32,14 +34,15 @@ def completion_rows(step: int, groups: list, advantages: torch.Tensor, completio
         group = groups[g]
         task, problem, scored = tasks[group.source], group.problem, group.scored
         for i, completion in enumerate(group.completions):
-            answer = task.final_answer(completion.text)
+            reported = scored.reported_answer(i)
+            answer = reported[0] if reported else task.final_answer(completion.text)
             rows.append({
                 "step": step, "task": task.label, "uid": problem.uid, "sample": i, "prompt": problem.prompt,
                 "completion": completion.text, "reward": float(scored.total[i]),
                 **{f"reward/{name}": float(values[i]) for name, values in scored.per_function.items()},
                 "correct": bool(scored.correct[i]), "advantage": per_sample[g * n + i],
                 "length": len(completion.token_ids), "truncated": bool(completion.truncated),
-                "answer": answer, "reference": problem.answer,
+                "answer": answer, "answer_from": "verifier" if reported else "task", "reference": problem.answer,
                 "answer_matches": None if answer is None or problem.answer is None
                 else task.same_answer(answer, " ".join(str(problem.answer).split())),
             })

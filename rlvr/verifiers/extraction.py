@@ -9,7 +9,8 @@ from collections.abc import Callable, Iterable
 BOX_COMMAND = re.compile(r"\\(?:boxed|fbox)\s*")
 ANSWER_MARKERS = (
     re.compile(r"^[ \t>*_#-]*(?:final\s+)?answer[ \t*_]*[:：][ \t*_]*(\S[^\n]*)", re.IGNORECASE | re.MULTILINE),
-    re.compile(r"\b(?:answer|option|choice)\s+is[ \t:*_]*(\S[^\n]*)", re.IGNORECASE),
+    re.compile(r"\b(?:answer|option|choice)\s+is[ \t:*_]*(\S(?:(?!\b(?:answer|option|choice)\s+is\b)[^\n])*)",
+               re.IGNORECASE),
     re.compile(r"####[ \t]*(\S[^\n]*)"),
 )
 SENTENCE_END = re.compile(r"\.(?:\s|$)|,\s+(?:which|because|since|so|as|that|where|and\s+this)\b", re.IGNORECASE)
@@ -60,13 +61,18 @@ def _clean_answer(line: str) -> str:
     return line.strip().strip("*_").strip().strip("$").strip()
 
 
+def answer_lines(text: str) -> list[tuple[int, str]]:
+    """(position, answer) for every "Answer:" / "Final answer:" / "... answer is" / "... option is" / "####"
+    marker, in order: what follows it to the end of its sentence or line ('' when nothing does)."""
+    found = sorted((m.start(1), m.group(1)) for pattern in ANSWER_MARKERS for m in pattern.finditer(text))
+    return [(position, _clean_answer(line)) for position, line in found]
+
+
 def answer_line(text: str) -> str | None:
     """What follows the last "Answer:" / "Final answer:" / "... answer is" / "... option is" / "####" marker, to
     the end of its sentence or line."""
-    found = [(m.start(1), m.group(1)) for pattern in ANSWER_MARKERS for m in pattern.finditer(text)]
-    if not found:
-        return None
-    return _clean_answer(max(found)[1]) or None
+    found = answer_lines(text)
+    return (found[-1][1] or None) if found else None
 
 
 def final_number(text: str) -> str | None:

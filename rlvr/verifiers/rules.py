@@ -18,7 +18,8 @@ import re
 from collections.abc import Callable
 from fractions import Fraction
 
-from rlvr.verifiers.extraction import answer_line, closing_braces, last_boxed
+from rlvr.verifiers import guards
+from rlvr.verifiers.extraction import answer_line, answer_lines, closing_braces, last_boxed
 from rlvr.verifiers.normalize import MULTIPLIER, leading_choice, normalize_answer
 
 MATH_WORDS = {"sin", "cos", "tan", "cot", "sec", "csc", "log", "exp", "sqrt", "arcsin", "arccos", "arctan", "sinh",
@@ -30,10 +31,6 @@ THOUSANDS = re.compile(r"^-?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
 FRACTION = re.compile(r"^(-?)(?:\\frac\{(-?\d+)\}\{(-?\d+)\}|(-?\d+)/(-?\d+))$")
 ANGLE_IN_DEGREES = re.compile(r"(\d+(?:\.\d+)?)\s*\^\s*\{?\s*\\circ\s*\}?")
 
-# One answer a hedge offers: $...$, a box, a number (maybe as `x = 3`), a choice letter.
-ATOM = r"(?:\$[^$]+\$|\\(?:boxed|fbox)\{[^{}]*\}|(?:[a-z]\s*=\s*)?-?\d+(?:\.\d+)?(?:/\d+)?|\([A-E]\))"
-OR_WORD = r"(?:\\text\{\s*or\s*\}|\bor\b(?:\s+(?:maybe|possibly|perhaps))?|\\quad\s*or)"
-HEDGE = re.compile(rf"{ATOM}(?:\s*,?\s*{OR_WORD}\s*(?:\\quad\s*)?{ATOM})+", re.IGNORECASE)
 SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z\\$])|\n+")
 ANCHORED = re.compile(r"\\boxed|\\fbox|answer|(?<!\\)\$", re.IGNORECASE)  # a box, an answer line, math in prose
 BOX = re.compile(r"\\(?:boxed|fbox)\s*\{")
@@ -52,12 +49,12 @@ def final_statement(text: str) -> str:
     return statement[anchor:] if anchor >= 0 else statement
 
 
-def _boxes(text: str) -> list[tuple[int, int]]:
-    """(start, end) of each complete \\boxed{...} / \\fbox{...} in `text`."""
+def boxes(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each complete, non-empty \\boxed{...} / \\fbox{...} in `text` (an empty box holds no answer)."""
     closing, spans = closing_braces(text), []
     for match in BOX.finditer(text):
         brace = match.end() - 1
-        if brace in closing:
+        if brace in closing and text[brace + 1 : closing[brace]].strip():
             spans.append((match.start(), closing[brace] + 1))
     return spans
 
@@ -87,7 +84,7 @@ def final_boxed_answer(text: str) -> str | None:
     """The boxed answer of a worked solution: the contents of its last box, or, when the final statement boxes
     several answers (`\\boxed{(2, 2)} \\quad \\text{and} \\quad \\boxed{(6, 2)}`), those boxes as written (math-verify
     reads them as one answer set); None without a box."""
-    spans = _boxes(text)
+    spans = boxes(text)
     if not spans:
         return None
     first = final_statement_start(text, spans)
@@ -101,7 +98,7 @@ def last_statement_only(text: str) -> str:
     boxes up to 70 characters apart into one answer set (`Initially \\boxed{4}. After correcting, the answer is
     \\boxed{5}` would be {4, 5}); here boxes in different sentences are different statements, and an "answer is"
     after the last box outranks every box. Class `last_answer`."""
-    spans = _boxes(text)
+    spans = boxes(text)
     if not spans:
         return text
     keep = final_statement_start(text, spans)
@@ -115,9 +112,38 @@ def last_statement_only(text: str) -> str:
 
 def alternatives(text: str) -> list[str]:
     """The answers a final statement offers as alternatives ("the answer is 3 or 4", `\\boxed{1} or \\boxed{2}`,
-    `x = 2 or x = 5`); [] when it offers one. Class `hedging`."""
-    hedge = HEDGE.search(final_statement(text))
-    return re.findall(ATOM, hedge.group(), re.IGNORECASE) if hedge else []
+    `x = 2 or x = 5`, "150, 151, 152"); [] when it offers one. Class `hedging`."""
+    return guards.hedged_values(final_statement(text))
+
+
+# Words by which a completion says a later answer corrects an earlier one.
+CORRECTION = re.compile(
+    r"\b(?:wait|actually|mistakes?|mistaken|wrong|errors?|incorrect|correct(?:ed|ing|ion)|redo(?:ing)?|re-?check\w*"
+    r"|recomput\w*|recalculat\w*|missed|forgot|instead|oops|sorry|on second thought|double-check\w*|re-?do\w*)\b",
+    re.IGNORECASE,
+)
+
+
+def stated_answers(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, answer) of every answer the text states with an anchor, in order: the contents of each box, and
+    what follows each answer marker ("The answer is 5.", "Answer: 5", "#### 5")."""
+    found = [(s, e, " ".join(text[s:e][text[s:e].index("{") + 1 : -1].split())) for s, e in boxes(text)]
+    found += [(s, s + len(line), " ".join(line.split())) for s, line in answer_lines(text) if line]
+    return sorted(found)
+
+
+def several_answers(text: str) -> list[str]:
+    """The different answers a text states with an anchor (boxes, answer markers), when it states more than one
+    and does not say that its last corrects the one before ("\\boxed{150}. \\boxed{154}." and "Answer: 150\n
+    Answer: 154" offer two answers; "Initially \\boxed{4}. After correcting the count, the answer is \\boxed{5}."
+    answers 5); [] otherwise. Class `hedge`."""
+    stated = stated_answers(text)
+    values = list(dict.fromkeys(_compact(value).rstrip(".") for _, _, value in stated))
+    if len(values) < 2:
+        return []
+    last = _compact(stated[-1][2]).rstrip(".")
+    previous_end = max(end for _, end, value in stated if _compact(value).rstrip(".") != last)
+    return [] if CORRECTION.search(text, previous_end, stated[-1][0]) else values
 
 
 def has_several_values(gold: str, parsed_gold: tuple) -> bool:
@@ -145,7 +171,7 @@ def stated_answer(text: str, found: tuple) -> str | None:
     return extracted or final_boxed_answer(text) or answer_line(text)
 
 
-def _written_answer(text: str) -> str:
+def written_answer(text: str) -> str:
     """The answer with its unit as written (math-verify's extraction drops units)."""
     short = len(text) <= SHORT_ANSWER_CHARS and "\n" not in text.strip()
     return last_boxed(text) or answer_line(text) or (text if short else "")
@@ -153,7 +179,7 @@ def _written_answer(text: str) -> str:
 
 def units_conflict(text: str, gold: str) -> bool:
     """Both answers carry a known unit and the units differ (`5 m` vs `5 cm`; no conversion). Class `units`."""
-    cand, ref = normalize_answer(_written_answer(text)), normalize_answer(gold)
+    cand, ref = normalize_answer(written_answer(text)), normalize_answer(gold)
     return bool(cand.unit and ref.unit and cand.unit != ref.unit)
 
 
@@ -166,7 +192,7 @@ def text_answers_match(text: str, gold: str) -> bool:
     """Words compare case-folded without articles; a gold choice letter also accepts an answer that starts with it
     (`(B) 12`) but not one naming several (`(B) or (C)`). Classes `text`, `choice`."""
     ref = normalize_answer(gold).text
-    written = _written_answer(text)
+    written = written_answer(text)
     cand = normalize_answer(written).text
     if len(ref) == 1:
         lower_case = LOWER_CHOICE.fullmatch(written.strip().strip("$").strip())
@@ -215,7 +241,7 @@ def _comparisons(ref: str, cand: str) -> list[tuple[str, str]]:
 def normalized_match(stated: str, gold: str, compare_latex: Callable[[str, str], bool]) -> bool:
     """The stated answer and the gold, both normalized (rlvr/verifiers/normalize.py), compared as plain numbers
     or by `compare_latex` (math-verify)."""
-    if len(_boxes(stated)) > 1 or len(_boxes(gold)) > 1:  # several boxed answers: math-verify's answer set decides
+    if len(boxes(stated)) > 1 or len(boxes(gold)) > 1:  # several boxed answers: math-verify's answer set decides
         return False
     cand, ref = normalize_answer(stated), normalize_answer(gold)
     if cand.text is not None or not cand.latex or not ref.latex:
