@@ -13,9 +13,9 @@ import pytest
 pytest.importorskip("math_verify", reason="math verification needs the 'math' extra")
 
 import torch  # noqa: E402
-from rlvr.config.schema import RewardFunctionConfig  # noqa: E402
 
 from rlvr.cli.main import main  # noqa: E402
+from rlvr.config import RewardFunctionConfig  # noqa: E402
 from rlvr.evaluation import hack_probes  # noqa: E402
 from rlvr.rewards.composite import RewardComposer  # noqa: E402
 from rlvr.rewards.pool import RewardPool  # noqa: E402
