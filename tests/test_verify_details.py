@@ -54,7 +54,7 @@ def test_a_runs_completions_are_scored_against_their_reference_with_the_conversa
 
     seen = tmp_path / "seen.py"
     seen.write_text("def score(prompt, completion, **fields):\n"
-                    "    assert sorted(fields) == ['answer'], fields\n"
+                    "    assert sorted(fields) == ['answer', 'truncated'], fields\n"
                     "    return float(isinstance(prompt, list) and prompt[1]['content'] == '2+3=')\n")
     assert main(["verify", "--verifier", f"{seen}:score", path, "--json", "--workers", "1"]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()][:2]

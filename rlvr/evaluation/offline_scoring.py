@@ -73,10 +73,16 @@ def is_run_log_row(row: dict[str, Any]) -> bool:
     return all(column in row for column in RUN_LOG_COLUMNS)
 
 
+def row_label(row: dict[str, Any], line: int) -> str:
+    """How tables name a row: its `id`; a run's completion by step, problem and sample; else its line."""
+    if is_run_log_row(row):
+        return f"step {row['step']} {row.get('uid', '')} #{row.get('sample', '')}"
+    return str(row.get("id", line))
+
+
 def _request(line: int, spec: str, row: dict[str, Any], args: dict[str, Any]) -> RewardRequest:
     if is_run_log_row(row):  # completions.jsonl: the reference is the verifier's answer; the rest is the log
-        fields = {"answer": row["reference"], "truncated": bool(row.get("truncated", False)),
-                  "id": f"step {row['step']} {row.get('uid', '')} #{row.get('sample', '')}"}
+        fields = {"answer": row["reference"], "truncated": bool(row.get("truncated", False))}
     else:
         fields = {k: v for k, v in row.items() if k not in ("prompt", "completion")}
     return RewardRequest(line, spec, row.get("prompt", "") or "", row["completion"], {**fields, **args})
@@ -104,7 +110,7 @@ def score_file(path: str | Path, spec: str, args: dict[str, Any], pool: RewardPo
     rows = read_rows(path)
     requests = completion_requests(path, spec, args)
     outcomes = score_requests(pool, requests, f"scoring {Path(path).name}", show_progress)
-    return [ScoredRow(r.key, str(r.fields.get("id", r.key)), outcomes[r.key], r.completion, r.fields.get("answer"),
+    return [ScoredRow(r.key, row_label(row, r.key), outcomes[r.key], r.completion, r.fields.get("answer"),
                       {k: v for k, v in row.items() if k not in ("prompt", "completion")} if is_run_log_row(row)
                       else None)
             for r, row in zip(requests, rows)]
