@@ -49,7 +49,8 @@ def main() -> None:
         if args.start:  # an SFT model the quickstart already made with this recipe and seed
             start = args.start.format(seed=seed)
         else:
-            start = run_sft(load_config(RECIPE, [*base, f"sft.output_dir={out / f'seed{seed}' / 'start'}"]))
+            start = run_sft(load_config(RECIPE, [*base, "sft.epochs=30",  # the fixed-epoch start of docs/results.md
+                                                 f"sft.output_dir={out / f'seed{seed}' / 'start'}"]))
         for preset in args.presets:
             run_dir = out / f"seed{seed}" / preset
             cfg = load_config(RECIPE, [*base, f"model.name={start}", f"tracking.output_dir={run_dir}",

@@ -55,7 +55,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
 
     import rlvr.training.trainer as trainer_module
-    from rlvr.config.schema import build_config
+    from rlvr.config import build_config
     from rlvr.training.trainer import Trainer
 
     work = Path(tempfile.mkdtemp(prefix="rlvr-real-phases-"))

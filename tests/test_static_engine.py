@@ -247,7 +247,6 @@ def test_quickstart_learns_with_the_static_engine(tmp_path):
     summary = run_quickstart(seed=0, output_dir=str(tmp_path / "qs"), overrides=["rollout.engine=static"])
     print(f"quickstart with rollout.engine=static: {summary['accuracy_after_sft']:.3f} after SFT, "
           f"{summary['accuracy_after_rl']:.3f} after RL, {summary['wall_seconds']} s")
-    # As with the hf engine (docs/results.md: 50.5% -> 85.5% for seed 0): RL clearly gains over SFT and ends at least
-    # as high. The SFT starting point does not depend on the engine (token-identical greedy decoding).
-    assert summary["accuracy_after_rl"] >= summary["accuracy_after_sft"] + 0.1
-    assert summary["accuracy_after_rl"] >= 0.85
+    # As with the hf engine (docs/results.md): RL gains 20+ points over the SFT start. The SFT start does not depend
+    # on the engine (SFT does not generate).
+    assert summary["accuracy_after_rl"] >= summary["accuracy_after_sft"] + 0.2

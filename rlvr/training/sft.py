@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -124,8 +125,44 @@ def sft_loss(model, examples: list[Example], pad_id: int) -> torch.Tensor:
     return torch.nn.functional.cross_entropy(logits.transpose(1, 2), labels[:, 1:].to(device), ignore_index=-100)
 
 
-def run_sft(cfg: RunConfig) -> Path:
-    """Train on the demonstrations and save an HF model directory; returns its path."""
+@torch.no_grad()
+def exact_match(model, examples: list[Example], pad_id: int, batch_size: int = 256) -> float:
+    """Share of `examples` whose every trained target token (the answer and its EOS) is the model's most likely
+    next token given the prompt and the target so far: the greedy completion is then exactly the target."""
+    was_training, hits = model.training, 0
+    model.eval()
+    device = next(model.parameters()).device
+    for i in range(0, len(examples), batch_size):
+        chunk = [(e[0], e[1], e[2] if len(e) > 2 else None) for e in examples[i : i + batch_size]]
+        width = max(len(p) + len(c) for p, c, _ in chunk)
+        ids = torch.full((len(chunk), width), pad_id, dtype=torch.long)
+        attn = torch.zeros((len(chunk), width), dtype=torch.long)
+        for r, (p, c, _) in enumerate(chunk):
+            ids[r, : len(p) + len(c)] = torch.tensor(p + c)
+            attn[r, : len(p) + len(c)] = 1
+        predicted = model(input_ids=ids.to(device), attention_mask=attn.to(device)).logits.argmax(-1).cpu()
+        for r, (p, c, trained) in enumerate(chunk):
+            guess = predicted[r, len(p) - 1 : len(p) + len(c) - 1].tolist()
+            hits += all(g == t for g, t, k in zip(guess, c, trained or [True] * len(c)) if k)
+    model.train(was_training)
+    return hits / max(len(examples), 1)
+
+
+@dataclass
+class StopAtAccuracy:
+    """Stop SFT once the greedy exact-match accuracy on held-out demonstrations reaches `target`, checked every
+    `every_steps` optimizer steps (and logged as sft/val_accuracy): the SFT start is then a chosen level of skill,
+    not wherever a fixed number of epochs happens to leave a given initialisation."""
+
+    pairs: list[tuple[str, str]]
+    target: float
+    every_steps: int = 8
+    history: list[tuple[int, float]] = field(default_factory=list)
+
+
+def run_sft(cfg: RunConfig, stop: StopAtAccuracy | None = None) -> Path:
+    """Train on the demonstrations and save an HF model directory; returns its path. With `stop`, training ends
+    early once the held-out accuracy reaches its target (sft.epochs and sft.time_budget_s still cap)."""
     s = cfg.sft
     out = Path(s.output_dir or Path(cfg.tracking.output_dir) / "sft")
     torch.manual_seed(cfg.seed)
@@ -143,6 +180,7 @@ def run_sft(cfg: RunConfig) -> Path:
     encode = PromptEncoder(tokenizer, cfg.model.chat_template, cfg.data.system_prompt, cfg.data.max_prompt_tokens,
                            template_kwargs=cfg.model.chat_template_kwargs)
     examples = encode_conversations(dialogues, encode) if multi_turn else encode_pairs(pairs, encode, tokenizer)
+    held_out = encode_pairs(stop.pairs, encode, tokenizer) if stop else []
     optimizer = torch.optim.AdamW(model.parameters(), lr=s.lr)
     steps_per_epoch = -(-len(examples) // s.batch_size)
     logger = MetricsLogger(out, s.epochs * steps_per_epoch, console=cfg.tracking.console, description="sft",
@@ -150,8 +188,10 @@ def run_sft(cfg: RunConfig) -> Path:
     model.train()
     step, start = 0, time.perf_counter()
 
+    reached = False
+
     def out_of_time() -> bool:
-        return s.time_budget_s is not None and time.perf_counter() - start >= s.time_budget_s
+        return reached or (s.time_budget_s is not None and time.perf_counter() - start >= s.time_budget_s)
 
     try:
         for _ in range(s.epochs):
@@ -165,7 +205,12 @@ def run_sft(cfg: RunConfig) -> Path:
                 loss.backward()
                 optimizer.step()
                 step += 1
-                logger.log(step, {"sft/loss": loss.item()})
+                metrics = {"sft/loss": loss.item()}
+                if stop and step % stop.every_steps == 0:
+                    metrics["sft/val_accuracy"] = exact_match(model, held_out, tokenizer.pad_token_id)
+                    stop.history.append((step, metrics["sft/val_accuracy"]))
+                    reached = metrics["sft/val_accuracy"] >= stop.target
+                logger.log(step, metrics)
     finally:
         logger.close()
     save_pretrained(model, tokenizer, out)
