@@ -49,7 +49,7 @@ def main() -> None:
         if args.start:  # an SFT model the quickstart already made with this recipe and seed
             start = args.start.format(seed=seed)
         else:
-            start = run_sft(load_config(RECIPE, [*base, "sft.epochs=30",  # the fixed-epoch start of docs/results.md
+            start = run_sft(load_config(RECIPE, [*base, "sft.epochs=30", "sft.stop_at_accuracy=null",  # the fixed-epoch start of docs/results.md
                                                  f"sft.output_dir={out / f'seed{seed}' / 'start'}"]))
         for preset in args.presets:
             run_dir = out / f"seed{seed}" / preset

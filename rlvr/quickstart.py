@@ -17,14 +17,6 @@ from rlvr.evaluation.evaluate import eval_settings, evaluate_model
 
 RECIPE = RECIPES / "quickstart.yaml"
 
-# The SFT stage stops once greedy accuracy on held-out demonstrations reaches SFT_TARGET (checked every
-# SFT_CHECK_EVERY optimizer steps; sft.epochs caps it). A fixed number of epochs left the start wherever the
-# held-out accuracy happened to be at that step; it swings by 20 points from one half-epoch to the next at
-# lr 1e-3, so the seed, or the CPU's rounding, decided the start (docs/results.md).
-SFT_TARGET = 0.45
-SFT_CHECK_EVERY = 8
-SFT_HELD_OUT = 200
-
 
 def evaluate_checkpoint(cfg: RunConfig, model_dir: str, num_problems: int) -> float:
     """Greedy held-out accuracy of a saved model on the config's tasks."""
@@ -32,33 +24,10 @@ def evaluate_checkpoint(cfg: RunConfig, model_dir: str, num_problems: int) -> fl
     return evaluate_model(cfg, model_dir, settings).summary(with_ci=False)["greedy"]["value"]
 
 
-def held_out_demonstrations(cfg: RunConfig, n: int = SFT_HELD_OUT) -> list[tuple[str, str]]:
-    """`n` demonstrations SFT does not train on: the tasks' train stream at SFT's seed after its sft.num_examples,
-    leaving out prompts among the demonstrations (and the tasks' evaluation problems, as every train draw does)."""
-    from rlvr.envs import make_tasks
-    from rlvr.training.sft import demonstrations
-
-    seen = {prompt for prompt, _ in demonstrations(cfg)}
-    tasks = make_tasks(cfg.data.tasks, cfg.seed + cfg.sft.seed_offset)
-    pairs = []
-    for index in range(cfg.sft.num_examples, cfg.sft.num_examples + 100 * n):  # a small finite task runs out
-        if len(pairs) >= n:
-            break
-        for task in tasks:
-            size = task.size("train")
-            if size is not None and index >= size:
-                continue
-            p = task.problem("train", index)
-            if p.prompt not in seen and len(pairs) < n:
-                seen.add(p.prompt)
-                pairs.append((p.prompt, p.solution))
-    return pairs
-
-
 def run_quickstart(seed: int = 0, output_dir: str = "runs/quickstart", overrides: list[str] | None = None,
                    recipe: str | Path = RECIPE) -> dict:
     from rlvr.reporting.plotting import plot_rl_curves
-    from rlvr.training.sft import StopAtAccuracy, run_sft
+    from rlvr.training.sft import accuracy_stop, run_sft
     from rlvr.training.trainer import Trainer
 
     start = time.perf_counter()
@@ -68,7 +37,7 @@ def run_quickstart(seed: int = 0, output_dir: str = "runs/quickstart", overrides
     base = [f"seed={seed}", *(overrides or [])]
     sft_cfg = load_config(recipe, [*base, f"tracking.output_dir={out}", f"sft.output_dir={out / 'sft'}"])
     console.rule("[bold]1/3 tokenizer, tiny model, SFT on demonstrations")
-    stop = StopAtAccuracy(held_out_demonstrations(sft_cfg), target=SFT_TARGET, every_steps=SFT_CHECK_EVERY)
+    stop = accuracy_stop(sft_cfg)  # the recipe's sft.stop_at_accuracy: every seed starts RL at one level
     sft_dir = run_sft(sft_cfg, stop)
     console.rule("[bold]2/3 GRPO on fresh prompts (verifier reward only)")
     rl_cfg = load_config(recipe, [*base, f"model.name={sft_dir}", f"tracking.output_dir={out / 'rl'}"])
@@ -84,9 +53,9 @@ def run_quickstart(seed: int = 0, output_dir: str = "runs/quickstart", overrides
         "seed": seed,
         "eval_problems": rl_cfg.eval.num_problems,
         "sft_demonstrations": sft_cfg.sft.num_examples,
-        "sft_target": SFT_TARGET,
-        "sft_steps": stop.history[-1][0] if stop.history else 0,
-        "sft_held_out_accuracy": stop.history[-1][1] if stop.history else None,
+        "sft_target": sft_cfg.sft.stop_at_accuracy,
+        "sft_steps": stop.history[-1][0] if stop and stop.history else 0,
+        "sft_held_out_accuracy": stop.history[-1][1] if stop and stop.history else None,
         "sft_model": str(sft_dir),
         "rl_model": str(sorted((out / "rl" / "checkpoints").glob("step-*"))[-1]),
         "accuracy_curve": evals,

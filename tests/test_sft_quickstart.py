@@ -75,17 +75,32 @@ def test_sft_stops_once_held_out_accuracy_reaches_its_target(fast_config, tmp_pa
 def test_quickstart_held_out_demonstrations_are_not_demonstrations():
     from rlvr.config import load_config
     from rlvr.envs import make_tasks
-    from rlvr.quickstart import RECIPE, held_out_demonstrations
-    from rlvr.training.sft import demonstrations
+    from rlvr.quickstart import RECIPE
+    from rlvr.training.sft import accuracy_stop, demonstrations
 
     cfg = load_config(RECIPE, ["seed=3"])
-    held_out = held_out_demonstrations(cfg)
+    stop = accuracy_stop(cfg)  # the recipe asks for the stop: rlvr sft, rlvr.sft and rlvr quickstart all honour it
+    assert (stop.target, stop.every_steps) == (cfg.sft.stop_at_accuracy, cfg.sft.check_every) == (0.45, 8)
+    held_out = stop.pairs
     prompts = [p for p, _ in held_out]
     assert len(set(prompts)) == len(prompts) == 200
     assert not set(prompts) & {p for p, _ in demonstrations(cfg)}
     task = make_tasks(cfg.data.tasks, cfg.seed)[0]
     assert not set(prompts) & {task.problem("eval", i).prompt for i in range(task.size("eval"))}
     assert all(str(eval(p[:-1])) == answer for p, answer in held_out)
+
+
+def test_the_config_asks_for_the_stop(fast_config, tmp_path):
+    """sft.stop_at_accuracy alone (no stop handed to run_sft) checks held-out accuracy every sft.check_every steps;
+    without it SFT runs its epochs unchecked."""
+    from rlvr.training.sft import accuracy_stop
+
+    sft = {"num_examples": 16, "epochs": 2, "batch_size": 8, "output_dir": str(tmp_path / "sft"),
+           "stop_at_accuracy": 1.0, "check_every": 2, "held_out": 4}
+    out = run_sft(build_config(fast_config(sft=sft)))
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows if "sft/val_accuracy" in r] == [2, 4]
+    assert accuracy_stop(build_config(fast_config())) is None
 
 
 @pytest.mark.slow

@@ -86,7 +86,14 @@ class SFTConfig(Section):
     seed_offset: int = Field(
         1, description="Demonstrations come from the tasks' train stream at seed + seed_offset, so RL prompts are fresh."
     )
-    epochs: int = Field(10, gt=0, description="Passes over the demonstrations.")
+    epochs: int = Field(10, gt=0, description="Passes over the demonstrations (a cap when stop_at_accuracy is set).")
+    stop_at_accuracy: float | None = Field(
+        None, gt=0, le=1, description="Stop once the greedy exact-match accuracy on held_out demonstrations the model "
+        "does not train on (the tasks' train stream after the demonstrations) reaches this, so SFT ends at a chosen "
+        "level of skill rather than wherever a number of epochs leaves an initialisation; logged as "
+        "sft/val_accuracy. None: train all the epochs.")
+    check_every: int = Field(8, gt=0, description="Optimizer steps between the held-out checks of stop_at_accuracy.")
+    held_out: int = Field(200, gt=0, description="Held-out demonstrations stop_at_accuracy is measured on.")
     time_budget_s: float | None = Field(None, gt=0, description="Stop after this many seconds (epochs still cap).")
     lr: float = Field(1e-3, gt=0, description="AdamW learning rate of SFT.")
     batch_size: int = Field(32, gt=0, description="Sequences per optimizer step.")

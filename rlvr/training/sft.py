@@ -160,10 +160,40 @@ class StopAtAccuracy:
     history: list[tuple[int, float]] = field(default_factory=list)
 
 
-def run_sft(cfg: RunConfig, stop: StopAtAccuracy | None = None) -> Path:
-    """Train on the demonstrations and save an HF model directory; returns its path. With `stop`, training ends
-    early once the held-out accuracy reaches its target (sft.epochs and sft.time_budget_s still cap)."""
+def held_out_demonstrations(cfg: RunConfig, n: int) -> list[tuple[str, str]]:
+    """`n` demonstrations SFT does not train on: the tasks' train stream at SFT's seed after its sft.num_examples,
+    leaving out prompts among the demonstrations (and the tasks' evaluation problems, as every train draw does)."""
+    seen = {prompt for prompt, _ in demonstrations(cfg)}
+    tasks = make_tasks(cfg.data.tasks, cfg.seed + cfg.sft.seed_offset)
+    pairs = []
+    for index in range(cfg.sft.num_examples, cfg.sft.num_examples + 100 * n):  # a small finite task runs out
+        if len(pairs) >= n:
+            break
+        for task in tasks:
+            size = task.size("train")
+            if size is not None and index >= size:
+                continue
+            p = task.problem("train", index)
+            if p.prompt not in seen and len(pairs) < n:
+                seen.add(p.prompt)
+                pairs.append((p.prompt, p.solution))
+    return pairs
+
+
+def accuracy_stop(cfg: RunConfig) -> StopAtAccuracy | None:
+    """The stop sft.stop_at_accuracy asks for (on sft.held_out held-out demonstrations), or None."""
     s = cfg.sft
+    if s.stop_at_accuracy is None:
+        return None
+    return StopAtAccuracy(held_out_demonstrations(cfg, s.held_out), s.stop_at_accuracy, s.check_every)
+
+
+def run_sft(cfg: RunConfig, stop: StopAtAccuracy | None = None) -> Path:
+    """Train on the demonstrations and save an HF model directory; returns its path. Training ends early once the
+    held-out accuracy reaches sft.stop_at_accuracy (`stop`, when given, is that stop: its history is read back);
+    sft.epochs and sft.time_budget_s still cap."""
+    s = cfg.sft
+    stop = stop if stop is not None else accuracy_stop(cfg)
     out = Path(s.output_dir or Path(cfg.tracking.output_dir) / "sft")
     torch.manual_seed(cfg.seed)
     multi_turn = bool(s.data_file and s.messages_column)
