@@ -218,17 +218,17 @@ def run_sft(cfg: RunConfig, stop: StopAtAccuracy | None = None) -> Path:
     model.train()
     step, start = 0, time.perf_counter()
 
-    reached = False
+    reached = False  # the stop's target
 
-    def out_of_time() -> bool:
+    def finished() -> bool:
         return reached or (s.time_budget_s is not None and time.perf_counter() - start >= s.time_budget_s)
 
     try:
         for _ in range(s.epochs):
-            if out_of_time():
+            if finished():
                 break
             for rows in torch.randperm(len(examples)).split(s.batch_size):
-                if out_of_time():
+                if finished():
                     break
                 loss = sft_loss(model, [examples[i] for i in rows.tolist()], tokenizer.pad_token_id)
                 optimizer.zero_grad(set_to_none=True)
