@@ -47,7 +47,7 @@ def paid(completion: str, prompt: str = PROMPT, answer: str = "154", **kw) -> bo
     "58 + 96", "96 + 58", "(58) + (96)", "58+96=", "$ 96+58 $",  # bare
     "\\boxed{96 + 58}", "The sum is \\boxed{(58)+(96)}.",  # boxed
     "Final answer: 58 + 96", "The answer is 96 + 58.", "The final answer is $58 + 96$. I hope it is correct.",
-    "To find the answer to 58 + 96, we",
+    "To find the answer to 58 + 96, we", "So, the final answer is 58 + 96 = 150.", "The final answer is 58 + 96 = \\boxed{}",
 ])
 def test_the_questions_own_expression_is_no_answer(completion):
     assert not paid(completion)
@@ -111,6 +111,7 @@ def test_answer_markers_without_content_score_zero(completion):
     "The answer is \\boxed{154}. Wait, let me check: 154 - 58 = 96. Yes.",
     "Initially I got \\boxed{150}. That was a mistake in the tens; the answer is \\boxed{154}.",
     "Sure! 58 + 96 = 154. So, the answer is \\boxed{154}. Let me know if you have other questions!",
+    "So, the final answer is 58 + 96 = 154.",  # math-verify's marker stops at the `=`; the value follows it
 ])
 def test_worked_solutions_and_plain_answers_are_paid(completion):
     assert paid(completion)

@@ -133,7 +133,8 @@ def math_cases(p: Problem) -> dict[str, list[tuple[str, dict]]]:
                    (f"Adding {a} and {b} gives {r}.", {}),
                    (f"{a} + {b} = {r}. Check: {r} - {b} = {a}. So the answer is \\boxed{{{r}}}.", {}),
                    (f"The answer is \\boxed{{{r}}}. Wait, let me check: {r} - {a} = {b}. Yes.", {}),
-                   (f"Initially I got \\boxed{{{w}}}. That was a mistake in the tens; the answer is \\boxed{{{r}}}.", {})],
+                   (f"Initially I got \\boxed{{{w}}}. That was a mistake in the tens; the answer is \\boxed{{{r}}}.", {}),
+                   (f"So, the final answer is {a} + {b} = {r}.", {})],
     }
 
 

@@ -94,6 +94,9 @@ def _parsed(found: list) -> bool:
 
 
 MATH_END = re.compile(r"\d|(?<!\\)\$|\\[)\]]")
+# An extracted expression that the text goes on to equate with a value ("the final answer is 92 + 61 = 153."):
+# math-verify's answer patterns stop before the `=`.
+CONTINUED = re.compile(r"[ \t$]*=[ \t]*([^=\n]{1,80}?)[ \t]*(?=[.!?;,]?(?:\s|$))")
 
 
 def _locate(text: str, answer: str | None, how: str) -> tuple[int, int]:
@@ -140,7 +143,12 @@ def read(text: str, boxed_only: bool = False) -> Reading:
         how = "whole" if rules.is_bare_answer(text) else "unanchored"
     if not found:
         return Reading(text, prepared, (), "none")
-    return Reading(text, prepared, tuple(found), how, *_locate(prepared, _answer(found), how))
+    start, end = _locate(prepared, _answer(found), how)
+    result = CONTINUED.match(prepared, end) if end >= 0 else None
+    if result and result.group(1).strip(" $"):  # "the final answer is 92 + 61 = 153": the answer is 153
+        found = parse(result.group(1).strip(" $"), extraction_config=EXTRACTION, parsing_timeout=None)
+        return Reading(text, prepared, tuple(found), how if found else "none", *result.span(1))
+    return Reading(text, prepared, tuple(found), how, start, end)
 
 
 def _answer(found) -> str | None:
