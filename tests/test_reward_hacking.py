@@ -123,6 +123,12 @@ def test_an_answer_finished_before_the_token_limit_is_paid(completion):
     assert paid(completion, truncated=True)
 
 
+def test_an_anchored_answer_is_read_where_its_marker_put_it_not_where_the_number_recurs():
+    text = ("58 + 96 = 154\nThe final answer is 154.\nAdd the fractions: 58/154 + 96/154 = 154/154 = 78 + 3, and "
+            "cancel the")
+    assert paid(text, truncated=True)
+
+
 @pytest.mark.parametrize("prompt, answer, completion", [
     (EXPAND, "x^2+1", "\\boxed{x^2+1}"), (EXPAND, "x^2+1", "\\boxed{1 + x^2}"),
     (EXPAND, "x^2+1", "$(x+1)^2 - 2x = x^2 + 2x + 1 - 2x = x^2 + 1$"),

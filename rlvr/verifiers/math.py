@@ -94,23 +94,31 @@ def _parsed(found: list) -> bool:
 
 
 MATH_END = re.compile(r"\d|(?<!\\)\$|\\[)\]]")
+ANSWER_WORD = re.compile(r"answer", re.IGNORECASE)
+MARKER_REACH = 160  # math-verify's answer patterns take the value within 100 characters of "answer" (and an "=")
 # An extracted expression that the text goes on to equate with a value ("the final answer is 92 + 61 = 153."):
 # math-verify's answer patterns stop before the `=`.
 CONTINUED = re.compile(r"[ \t$]*=[ \t]*([^=\n]{1,80}?)[ \t]*(?=[.!?;,]?(?:\s|$))")
 
 
 def _locate(text: str, answer: str | None, how: str) -> tuple[int, int]:
-    """Where the answer stands in `text`: the last box holding it, its last occurrence (not inside a number), or,
+    """Where the answer stands in `text`: the last box holding it; for another anchored answer, its first
+    occurrence after the last "answer" marker that reaches it; else its last occurrence (not inside a number), or,
     when math-verify rewrote it (`0.5` read as `\\frac{1}{2}`, a set of several `$...$`), the last math in the
     text, where its rightmost match ends."""
     if not answer:
         return -1, -1
+    written = re.compile(rf"(?<![\d.]){re.escape(answer)}(?!\d)")
     if how == "anchored":
         for start, end in reversed(rules.boxes(text)):
             inner = text[start:end]
             if " ".join(inner[inner.index("{") + 1 : -1].split()) == " ".join(answer.split()):
                 return start + inner.index("{") + 1, end - 1
-    last = _last_match(re.compile(rf"(?<![\d.]){re.escape(answer)}(?!\d)"), text) or _last_match(MATH_END, text)
+        for marker in reversed([m.end() for m in ANSWER_WORD.finditer(text)]):  # math-verify's marker patterns
+            after = written.search(text, marker, marker + MARKER_REACH)
+            if after:
+                return after.span()
+    last = _last_match(written, text) or _last_match(MATH_END, text)
     return (last.start(), last.end()) if last else (-1, -1)
 
 
