@@ -67,7 +67,8 @@ def run_quickstart(seed: int = 0, output_dir: str = "runs/quickstart", overrides
     shutil.rmtree(out, ignore_errors=True)  # the quickstart owns its output directory: every run starts clean
     base = [f"seed={seed}", *(overrides or [])]
     sft_cfg = load_config(recipe, [*base, f"tracking.output_dir={out}", f"sft.output_dir={out / 'sft'}"])
-    console.rule("[bold]1/3 tokenizer, tiny model, SFT on demonstrations")
+    console.rule(f"[bold]1/3 tokenizer, tiny model, SFT on demonstrations until {SFT_TARGET:.0%} held-out accuracy "
+                 f"(at most {sft_cfg.sft.epochs} epochs)")
     stop = StopAtAccuracy(held_out_demonstrations(sft_cfg), target=SFT_TARGET, every_steps=SFT_CHECK_EVERY)
     sft_dir = run_sft(sft_cfg, stop)
     console.rule("[bold]2/3 GRPO on fresh prompts (verifier reward only)")
