@@ -36,8 +36,9 @@ def run_quickstart(seed: int = 0, output_dir: str = "runs/quickstart", overrides
     shutil.rmtree(out, ignore_errors=True)  # the quickstart owns its output directory: every run starts clean
     base = [f"seed={seed}", *(overrides or [])]
     sft_cfg = load_config(recipe, [*base, f"tracking.output_dir={out}", f"sft.output_dir={out / 'sft'}"])
-    console.rule("[bold]1/3 tokenizer, tiny model, SFT on demonstrations")
     stop = accuracy_stop(sft_cfg)  # the recipe's sft.stop_at_accuracy: every seed starts RL at one level
+    until = f" until {stop.target:.0%} held-out accuracy" if stop else ""
+    console.rule(f"[bold]1/3 tokenizer, tiny model, SFT on demonstrations{until} (at most {sft_cfg.sft.epochs} epochs)")
     sft_dir = run_sft(sft_cfg, stop)
     console.rule("[bold]2/3 GRPO on fresh prompts (verifier reward only)")
     rl_cfg = load_config(recipe, [*base, f"model.name={sft_dir}", f"tracking.output_dir={out / 'rl'}"])
