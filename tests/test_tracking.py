@@ -226,3 +226,20 @@ def test_a_resumed_run_names_its_checkpoint_and_a_finished_one_says_so(fast_conf
     text = capsys.readouterr().out
     assert "already finished (3/3 steps" in text and "train step" not in text
     assert (Path(cfg.tracking.output_dir) / "metrics.jsonl").read_text() == before
+
+
+def test_a_run_that_stops_at_a_target_names_the_target_not_an_eta_to_its_cap():
+    """SFT with sft.stop_at_accuracy: its step count is only a cap, so the progress lines say what it waits for."""
+    import io
+
+    from rlvr.tracking.console import ConsoleProgress
+
+    out = io.StringIO()
+    progress = ConsoleProgress(3200, log_every=1, description="sft", stream=out, until="sft/val_accuracy >= 0.45")
+    progress.update(8, {"sft/loss": 0.5})
+    line = out.getvalue().strip()
+    assert re.fullmatch(r"sft step 8 \(at most 3200\)  elapsed \d:\d\d:\d\d  until sft/val_accuracy >= 0.45  "
+                        r"loss=0.5", line), line
+    capped = io.StringIO()
+    ConsoleProgress(3200, log_every=1, description="sft", stream=capped).update(8, {"sft/loss": 0.5})
+    assert " eta " in capped.getvalue()

@@ -59,12 +59,15 @@ def progress_bar(console: Console | None = None) -> _BarAndMetrics:
 
 
 class ConsoleProgress:
-    """Progress of `total` steps from `start`: a live bar on a terminal, plain lines elsewhere."""
+    """Progress of `total` steps from `start`: a live bar on a terminal, plain lines elsewhere. With `until` (a
+    stop condition, e.g. "sft/val_accuracy >= 0.45"), `total` is only a cap: lines name the condition instead of
+    an eta counted to the cap."""
 
     def __init__(self, total: int, start: int = 0, log_every: int = 10, description: str = "train",
-                 stream: TextIO | None = None):
+                 stream: TextIO | None = None, until: str | None = None):
         self.stream = stream or sys.stdout
         self.total, self.start, self.log_every, self.description = total, start, log_every, description
+        self.until = until
         self.console = Console(file=self.stream, soft_wrap=True)
         self.live = self.stream.isatty()
         self.t0 = time.monotonic()
@@ -72,7 +75,7 @@ class ConsoleProgress:
         if self.live:
             self.bar = progress_bar(self.console)
             self.bar.start()
-            self.task = self.bar.add_task(description, total=total, completed=start)
+            self.task = self.bar.add_task(description, total=None if until else total, completed=start)
 
     def print(self, text: str) -> None:
         """A line above the bar (or a plain line), flushed."""
@@ -95,6 +98,10 @@ class ConsoleProgress:
             self.print(f"{self.description} step {step}/{self.total} (before training)  {line}".rstrip())
         elif step == self.start + 1 or step % self.log_every == 0 or step >= self.total:
             elapsed = time.monotonic() - self.t0
+            if self.until:
+                self.print(f"{self.description} step {step} (at most {self.total})  elapsed {clock(elapsed)}  "
+                           f"until {self.until}  {line}".rstrip())
+                return
             done = step - self.start
             eta = elapsed / done * (self.total - step) if done > 0 else 0.0
             self.print(f"{self.description} step {step}/{self.total} ({100 * step / self.total:.0f}%)  elapsed "
