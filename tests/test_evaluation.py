@@ -240,6 +240,29 @@ def test_training_eval_logs_pass_at_k_and_keeps_the_best_model(fast_config, tmp_
     assert best_model_info(tmp_path / "run") is None and not list((tmp_path / "run").glob("best-step-*"))
 
 
+def test_training_eval_logs_the_first_problems_greedy_completions(fast_config, tmp_path):
+    """eval.log_completions=N writes, at every evaluation, the greedy completion of the first N held-out problems
+    with what the verifier read and decided, agreeing with the logged accuracy when N covers every problem."""
+    cfg = build_config(fast_config(steps=2, eval={"every_steps": 2, "num_problems": 4, "samples": 2,
+                                                  "log_completions": 4}))
+    Trainer(cfg).fit()
+    run = tmp_path / "run"
+    rows = [json.loads(line) for line in (run / "eval_completions.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [0] * 4 + [2] * 4
+    problems = [make_task("arithmetic", 0, {"max_operand": 9, "eval_size": 10}).problem("eval", i) for i in range(4)]
+    assert [(r["prompt"], r["reference"]) for r in rows] == [(p.prompt, p.answer) for p in problems] * 2
+    for r in rows:
+        assert r["correct"] == (r["answer"] == r["reference"])
+    metrics = {r["step"]: r for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines())}
+    for step in (0, 2):
+        assert metrics[step]["eval/accuracy"] == sum(r["correct"] for r in rows if r["step"] == step) / 4
+    cfg = build_config(fast_config(steps=1, eval={"every_steps": 1, "num_problems": 2},
+                                   tracking={"output_dir": str(tmp_path / "plain")}))
+    Trainer(cfg).fit()
+    assert (tmp_path / "plain" / "metrics.jsonl").is_file()
+    assert not (tmp_path / "plain" / "eval_completions.jsonl").exists()  # off by default
+
+
 def test_unknown_best_metric_lists_the_logged_ones(fast_config):
     cfg = build_config(fast_config(steps=1, eval={"every_steps": 1, "num_problems": 2, "best_metric": "eval/pass@8"}))
     with pytest.raises(RlvrError, match="eval/accuracy"):

@@ -59,6 +59,9 @@ class EvalConfig(Section):
         None, description="Keep the model with the highest value of this eval metric (e.g. eval/accuracy, "
         "eval/pass@4) as <tracking.output_dir>/best."
     )
+    log_completions: int = Field(0, ge=0, description="Held-out problems whose greedy completion (prompt, "
+                                 "reference, stated answer, verdict) is written to eval_completions.jsonl at every "
+                                 "evaluation, the first N of each evaluation (verl's log_val_generations); 0: none.")
 
     @model_validator(mode="after")
     def _k_within_samples(self) -> EvalConfig:

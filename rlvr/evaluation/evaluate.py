@@ -298,3 +298,18 @@ def training_metrics(run: EvalRun) -> dict[str, float]:
         metrics["eval/turns_mean"] = run.turns_mean()
     metrics.update({f"eval/episode/{name}": value for name, value in run.episode_metrics().items()})
     return metrics
+
+
+def eval_completion_rows(step: int, results: list[ProblemResult]) -> list[dict[str, Any]]:
+    """One row per problem for eval_completions.jsonl: its greedy completion (the first kept), the stated answer
+    and the verdict beside the prompt and the reference."""
+    rows = []
+    for r in results:
+        if not r.completions:
+            continue
+        c = r.completions[0]
+        rows.append({"step": step, "task": r.task, "uid": r.uid, "prompt": r.prompt, "reference": r.reference,
+                     "completion": c["text"], "answer": c["answer"], "correct": c["correct"],
+                     "tokens": c["tokens"], "truncated": c["truncated"],
+                     **({"messages": c["messages"]} if "messages" in c else {})})
+    return rows

@@ -57,13 +57,16 @@ class MetricsLogger:
     completions.jsonl and every sink; warnings to the console."""
 
     def __init__(self, output_dir: str | Path, total_steps: int, start_step: int = 0, console: bool = True,
-                 description: str = "train", *, log_every: int = 10, sinks: list[Sink] | None = None):
+                 description: str = "train", *, log_every: int = 10, sinks: list[Sink] | None = None,
+                 until: str | None = None):
         out = Path(output_dir)
         self.path = out / "metrics.jsonl"
         self.metrics = JsonlFile(self.path, start_step)
         self.completions = JsonlFile(out / "completions.jsonl", start_step)
+        self.eval_completions = JsonlFile(out / "eval_completions.jsonl", start_step)
         self.sinks = list(sinks or [])
-        self.console = ConsoleProgress(total_steps, start_step, log_every, description) if console else None
+        self.console = ConsoleProgress(total_steps, start_step, log_every, description, until=until) if console \
+            else None
 
     def banner(self, title: str, facts: dict[str, str]) -> None:
         if self.console is not None:
@@ -83,6 +86,11 @@ class MetricsLogger:
         for sink in self.sinks:
             sink.log_completions(step, rows)
 
+    def log_eval_completions(self, step: int, rows: list[dict[str, Any]]) -> None:
+        """Held-out completions of an evaluation (eval.log_completions), to eval_completions.jsonl."""
+        if rows:
+            self.eval_completions.write(rows)
+
     def warn(self, message: str) -> None:
         if self.console is not None:
             self.console.warn(message)
@@ -95,6 +103,7 @@ class MetricsLogger:
             self.console.stop()
         self.metrics.close()
         self.completions.close()
+        self.eval_completions.close()
         errors = []
         for sink in self.sinks:
             try:
@@ -115,6 +124,9 @@ class QuietLogger:
         pass
 
     def log_completions(self, step: int, rows: list[dict[str, Any]]) -> None:
+        pass
+
+    def log_eval_completions(self, step: int, rows: list[dict[str, Any]]) -> None:
         pass
 
     def warn(self, message: str) -> None:

@@ -10,6 +10,7 @@ import math
 import signal
 import time
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -37,7 +38,7 @@ from rlvr.distributed import (
 from rlvr.envs import make_tasks
 from rlvr.errors import RlvrError
 from rlvr.evaluation.checks import eval_setting_warnings
-from rlvr.evaluation.evaluate import eval_settings, run_evaluation, training_metrics
+from rlvr.evaluation.evaluate import eval_completion_rows, eval_settings, run_evaluation, training_metrics
 from rlvr.models.loading import TINY, load_model, load_policy, load_tokenizer, model_source, save_pretrained
 from rlvr.models.logprobs import completion_logprobs
 from rlvr.models.lora import add_lora, is_lora, load_lora
@@ -116,7 +117,7 @@ class Trainer:
                                      max_new_tokens=r.max_new_tokens, min_new_tokens=r.min_new_tokens, stop=r.stop,
                                      return_entropy=a.high_entropy_fraction is not None)
         o = cfg.optim
-        self.optimizer, self.scheduler = make_optimizer(self.model, o, cfg.steps, self.parallel.device.type == "cuda")
+        self.optimizer, self.scheduler = make_optimizer(self.model, o, cfg.steps)
         d = cfg.data
         self.stats = CurriculumStats(len(self.tasks), d.stats_window)
         self.sampler = make_sampler(d.sampler.name, d.sampler.args, self.tasks, [t.weight for t in d.tasks], cfg.seed,
@@ -292,11 +293,16 @@ class Trainer:
             self.kl_control.update(m["actor/kl_ref"], n_steps=len(batch))
         return m
 
-    def evaluate(self) -> dict[str, float]:
+    def evaluate(self, logger=None) -> dict[str, float]:
         """Held-out metrics (eval/accuracy, and eval/pass@k etc. with eval.samples); with eval.best_metric, a
-        new best value keeps the current model as <output_dir>/best."""
-        metrics = training_metrics(run_evaluation(self.engine, self.encode, self.tasks, self.composer,
-                                                  eval_settings(self.cfg)))
+        new best value keeps the current model as <output_dir>/best; with eval.log_completions, the first
+        problems' greedy completions go to the logger's eval_completions.jsonl."""
+        logged = self.cfg.eval.log_completions
+        run = run_evaluation(self.engine, self.encode, self.tasks, self.composer,
+                             replace(eval_settings(self.cfg), keep_completions=1 if logged else 0))
+        if logged and logger is not None:
+            logger.log_eval_completions(self.step, eval_completion_rows(self.step, run.results[:logged]))
+        metrics = training_metrics(run)
         name = self.cfg.eval.best_metric
         if name is not None:
             if name not in metrics:
@@ -343,7 +349,7 @@ class Trainer:
                 logger.warn(f"reward '{name}' failed on some samples (scored 0, counted in "
                             f"reward/{name}/errors|timeouts|crashes); first: {message}")
         if cfg.eval.every_steps and (self.step % cfg.eval.every_steps == 0 or self.step == cfg.steps):
-            metrics.update(self.evaluate())
+            metrics.update(self.evaluate(logger))
         metrics["perf/step_s"] = time.perf_counter() - t0
         metrics["data/skipped_rows"] = len(self.skipped_rows)
         logger.log(self.step, metrics)
@@ -381,7 +387,7 @@ class Trainer:
         start, checkpoint = time.perf_counter(), None
         try:
             if self.step == 0 and cfg.eval.every_steps:
-                logger.log(0, self.evaluate())
+                logger.log(0, self.evaluate(logger))
             while self.step < cfg.steps:
                 self.step += 1
                 metrics, checkpoint = self.train_step(logger, warned)
