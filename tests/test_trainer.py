@@ -151,3 +151,24 @@ def test_adamw_is_fused_on_the_cpu_and_steps_as_the_default_path_does():
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
     assert (fused_model[0].weight - initial[0].weight).abs().max() > 1e-3  # the steps moved the weights
     plain.load_state_dict(fused.state_dict())  # a checkpoint written by either path resumes in the other
+
+
+def test_each_step_logs_where_its_time_went(fast_config, tmp_path):
+    """perf/* phases: the reference and old-logprob passes appear when they run, forward+backward and the
+    optimizer add up to no more than the update, the update and collection to no more than the step."""
+    cfg = build_config(fast_config(steps=2, algorithm={"kl_coef": 0.01}, optim={"ppo_epochs": 2},
+                                   eval={"every_steps": 2, "num_problems": 2}))
+    Trainer(cfg).fit()
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    for row in (r for r in rows if r["step"] > 0):
+        phases = ("perf/gen_s", "perf/reward_wait_s", "perf/ref_logprob_s", "perf/old_logprob_s",
+                  "perf/forward_backward_s", "perf/optimizer_s", "perf/train_s", "perf/step_s")
+        assert all(row[k] > 0 for k in phases if k != "perf/reward_wait_s"), row
+        assert row["perf/forward_backward_s"] + row["perf/optimizer_s"] <= row["perf/train_s"]
+        assert row["perf/gen_s"] + row["perf/old_logprob_s"] + row["perf/train_s"] <= row["perf/step_s"]
+        assert 0 <= row["perf/reward_wait_s"] <= row["perf/gen_s"]
+    assert "perf/eval_s" in rows[-1] and "perf/eval_s" not in rows[1]
+    on_policy = build_config(fast_config(steps=1, tracking={"output_dir": str(tmp_path / "plain")}))
+    Trainer(on_policy).fit()
+    row = json.loads((tmp_path / "plain" / "metrics.jsonl").read_text().splitlines()[-1])
+    assert "perf/old_logprob_s" not in row and "perf/ref_logprob_s" not in row  # passes that did not run

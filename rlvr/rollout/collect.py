@@ -31,6 +31,7 @@ class StepCollector:
         self.filter, self.stats, self.composer, self.params = group_filter, stats, composer, params
         self.prompts_per_step, self.max_rounds, self.seed = prompts_per_step, max_rounds, seed
         self.seed_per_group, self.device = seed_per_group, device
+        self.reward_wait_s = 0.0
 
     def _round(self, step: int, round_index: int) -> tuple[list[Group], Scored]:
         """Draw `prompts_per_step` prompts the filter admits, sample their groups, score every sample. Every rank
@@ -52,7 +53,9 @@ class StepCollector:
             jobs.append(self.composer.submit(
                 [(self.tasks[t], p, c.text, c.reward_fields(self.params.max_new_tokens))
                  for (t, p), group in zip(drawn[first : first + len(part)], part) for c in group]))
+        waited = time.perf_counter()
         mine_scored = Scored.concat([job.result() for job in jobs]) if jobs else self.composer.score([])
+        self.reward_wait_s += time.perf_counter() - waited
         parts = all_gather_objects((prompts, completions, mine_scored))
         prompts = [p for part, _, _ in parts for p in part]
         completions = [g for _, part, _ in parts for g in part]
@@ -64,6 +67,7 @@ class StepCollector:
 
     def collect(self, step: int) -> CollectedStep:
         t0 = time.perf_counter()
+        self.reward_wait_s = 0.0  # scoring not hidden behind generation
         kept: list[Group] = []
         rejected: list[Group] = []
         rounds_scored: list[Scored] = []
@@ -78,7 +82,8 @@ class StepCollector:
                 (kept if self.filter.keep(group.scored.total, group.scored.correct) else rejected).append(group)
         gen_s = time.perf_counter() - t0
         generated = Scored.concat(rounds_scored)
-        metrics = {"perf/gen_tokens_per_s": gen_tokens / max(gen_s, 1e-9), "perf/gen_s": gen_s}
+        metrics = {"perf/gen_tokens_per_s": gen_tokens / max(gen_s, 1e-9), "perf/gen_s": gen_s,
+                   "perf/reward_wait_s": self.reward_wait_s}
         trained = (kept + rejected)[: self.prompts_per_step]
         if self.filter.regenerates:
             metrics["sampling/rounds"] = rounds

@@ -97,6 +97,7 @@ class Trainer:
         self.parallel = make_parallel(model, strategy, cfg.model.device)
         self.model = self.parallel.model
         self.ref_model = None  # with LoRA the reference is the policy with its adapters disabled
+        self.ref_logprob_s = 0.0  # this step's seconds in the reference logprob pass
         if a.kl_coef > 0 and not is_lora(model):
             self.ref_model = self.parallel.wrap_frozen(
                 load_model(cfg.model, name=self.initial_model).eval().requires_grad_(False))
@@ -161,10 +162,14 @@ class Trainer:
         return load_lora(base, resume_path) if resume_path else add_lora(base, lora)
 
     def _reference_logprobs(self, batch: RolloutBatch) -> torch.Tensor:
-        if self.ref_model is not None:
-            return self._logprobs(self.ref_model, batch)
-        with self.model.disable_adapter():
-            return self._logprobs(self.model, batch)
+        t = time.perf_counter()
+        try:
+            if self.ref_model is not None:
+                return self._logprobs(self.ref_model, batch)
+            with self.model.disable_adapter():
+                return self._logprobs(self.model, batch)
+        finally:
+            self.ref_logprob_s += time.perf_counter() - t
 
     def _initial_model_dir(self) -> str:
         """The starting weights as a directory; a tiny model is built once (by rank 0) and saved beside the run, a
@@ -187,6 +192,7 @@ class Trainer:
 
     def rollout(self) -> tuple[RolloutBatch, dict[str, float]]:
         """One step's samples as a batch with advantages; every generated group feeds the curriculum statistics."""
+        self.ref_logprob_s = 0.0
         step = self.collector.collect(self.step)
         self.last_reward_errors = step.scored.first_errors  # the loop warns once per failing reward
         self.failures.record(len(step.scored.total), step.scored.failures, step.scored.first_errors)
@@ -201,6 +207,8 @@ class Trainer:
         metrics = rollout_metrics(batch, step.scored, outcomes, self.params.n, self.tasks, self.stats, self.sampler)
         if self.kl_control is not None:
             metrics["actor/kl_coef"] = self.kl_coef
+        if self.ref_logprob_s:
+            metrics["perf/ref_logprob_s"] = self.ref_logprob_s
         metrics.update(step.metrics)
         return batch, metrics
 
@@ -249,10 +257,13 @@ class Trainer:
         # In the bypass form the rollout logprobs are the old ones (rollout correction, docs/async.md).
         bypass = a.rollout_correction.loss == "bypass"
         on_policy = o.ppo_epochs == 1 and o.mini_batches == 1 and not bypass
+        phases: dict[str, float] = defaultdict(float)  # seconds per phase of the update
         if bypass:
             batch.old_logprobs = batch.rollout_logprobs
         elif not on_policy:
+            t = time.perf_counter()
             batch.old_logprobs = self._logprobs(self.model, batch)
+            phases["perf/old_logprob_s"] = time.perf_counter() - t
         setup = LossSetup(
             algorithm=a, policy_loss=POLICY_LOSSES.get(a.policy_loss), kl_estimator=KL_ESTIMATORS.get(a.kl_estimator),
             kl_coef=self.kl_coef if a.kl_placement == "loss" else 0.0, temperature=cfg.rollout.temperature,
@@ -272,20 +283,25 @@ class Trainer:
             order = torch.randperm(len(batch)) if o.mini_batches > 1 else torch.arange(len(batch))
             for rows in order.chunk(o.mini_batches):
                 self.optimizer.zero_grad(set_to_none=True)
+                t = time.perf_counter()
                 stats = accumulate_gradients(self.model, batch.select(rows[torch.isin(rows, mine)]), setup,
                                              log_ratios if epoch == 0 else None)
+                phases["perf/forward_backward_s"] += time.perf_counter() - t
                 for k, v in stats.items():
                     sums[k] += v
                 self.parallel.finish_gradients()
                 params = [p for p in self.model.parameters() if p.requires_grad]
                 loss = all_reduce_sum(stats["loss"])  # NaN on one rank skips the update on every rank
+                t = time.perf_counter()
                 norm = step_if_finite(self.optimizer, self.scheduler, params, loss, o.grad_clip)
+                phases["perf/optimizer_s"] += time.perf_counter() - t
                 if math.isfinite(norm):
                     grad_norms.append(norm)
                 else:
                     skipped += 1
         train_s = time.perf_counter() - t0
         m = update_metrics(all_reduce_sums(sums), o.ppo_epochs * o.mini_batches, grad_norms, skipped)
+        m.update(phases)
         m.update({"optim/lr": self.scheduler.get_last_lr()[0], "perf/train_s": train_s,
                   "perf/train_tokens_per_s": float(batch.attention_mask.sum()) * o.ppo_epochs / max(train_s, 1e-9)})
         m.update(ratio_summary(torch.cat([t for part in all_gather_objects(log_ratios) for t in part])))
@@ -349,7 +365,9 @@ class Trainer:
                 logger.warn(f"reward '{name}' failed on some samples (scored 0, counted in "
                             f"reward/{name}/errors|timeouts|crashes); first: {message}")
         if cfg.eval.every_steps and (self.step % cfg.eval.every_steps == 0 or self.step == cfg.steps):
+            t = time.perf_counter()
             metrics.update(self.evaluate(logger))
+            metrics["perf/eval_s"] = time.perf_counter() - t
         metrics["perf/step_s"] = time.perf_counter() - t0
         metrics["data/skipped_rows"] = len(self.skipped_rows)
         logger.log(self.step, metrics)
