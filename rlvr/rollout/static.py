@@ -13,7 +13,7 @@ called. The engine itself owns only attention and the KV cache:
 - one decode step (embed -> layers -> norm -> head); on CUDA it is captured as a CUDA graph per batch-size bucket
   (powers of two) with static input/output buffers, and finished rows are compacted into a smaller bucket.
   Sampling (temperature, top-k/top-p, min-new-tokens) runs on the device after the step, drawing tokens by the
-  exponential race (argmax p_i / E_i with E_i ~ Exp(1), which picks i with probability p_i) so a group's noise
+  inverse CDF of each row's probabilities at one uniform number drawn from the group's generator, so a group's noise
   comes from its own generator, whatever else shares the batch.
 
 The same code runs eagerly on a CPU. Llama, Qwen2, Qwen3 and Mistral decoders are covered; any other model (or a
@@ -41,12 +41,14 @@ LENGTH_DEPENDENT_ROPE = ("dynamic", "longrope")
 COLUMN_MULTIPLE_CUDA = 64  # cache columns are rounded up on CUDA so varying prompt lengths reuse captured graphs
 
 
-def exponential_race(probs: torch.Tensor, noise: torch.Tensor | None) -> torch.Tensor:
-    """argmax_i p_i / E_i with E_i ~ Exp(1) picks i with probability p_i; `noise` holds each row's E (drawn from its
-    group's generator), or None to draw it here."""
-    if noise is None:
-        noise = torch.empty_like(probs).exponential_()
-    return (probs / noise).argmax(-1)
+def inverse_cdf(probs: torch.Tensor, uniform: torch.Tensor) -> torch.Tensor:
+    """Token i of each row with probability p_i, from one uniform number per row: the first index whose cumulative
+    probability (summed in float64) exceeds u x total, so a token of probability 0 is never drawn. One random
+    number per row instead of one per vocabulary entry: for 32 rows of a 49k vocabulary on a CPU this takes a few
+    ms where drawing 1.5M exponentials took 41 ms, 15% of a decode step."""
+    cdf = probs.double().cumsum(-1)
+    target = (uniform.double() * cdf[:, -1]).unsqueeze(-1)
+    return torch.searchsorted(cdf, target, right=True).squeeze(-1).clamp_(max=probs.shape[-1] - 1)
 
 
 def causal_lm(model: torch.nn.Module) -> torch.nn.Module:
@@ -320,13 +322,15 @@ class StaticCacheEngine(BatchedEngine):
         slot_rows[:rows] = torch.arange(rows, device=device)
         finished = slot_rows == rows
         self.logits[:rows] = logits
-        noise = torch.ones((rows + 1, logits.shape[-1]), device=device) if generators is not None else None
+        uniform = torch.zeros(rows + 1, device=device)  # one number per sample row and step (inverse_cdf)
         for step in range(steps):
             logits = self.logits[:b]
-            if noise is not None:  # each group draws its own noise, every step, whatever else is in the batch
+            if generators is None:
+                uniform.uniform_()
+            else:  # each group draws its own numbers, every step, whatever else is in the batch
                 for g, generator in enumerate(generators):
-                    noise[g * n : (g + 1) * n].exponential_(generator=generator)
-            draw = partial(exponential_race, noise=noise[slot_rows] if noise is not None else None)
+                    uniform[g * n : (g + 1) * n].uniform_(generator=generator)
+            draw = partial(inverse_cdf, uniform=uniform[slot_rows])
             tok, logp, entropy = next_tokens(logits, step, params, eos, draw)
             tok = torch.where(finished, self.pad_id, tok)
             tokens[slot_rows, step], logps[slot_rows, step] = tok, logp
