@@ -30,6 +30,8 @@ from rlvr.tasks import make_task
 
 
 def build(args):
+    if args.model:
+        return build_named(args)
     task = make_task("arithmetic", 0, {"max_operand": 99, "operators": "+"})
     tokenizer = train_tokenizer(list(task.corpus()), args.vocab)
     spec = TinyModelConfig(architecture=args.architecture, hidden_size=args.hidden, num_layers=args.layers,
@@ -37,6 +39,22 @@ def build(args):
                            max_position_embeddings=max(256, 64 + args.new_tokens))
     model = build_tiny_model(spec, tokenizer, 0).eval()
     prompts = [tokenizer(task.problem("train", i).prompt, add_special_tokens=False)["input_ids"] for i in range(args.prompts)]
+    return model, tokenizer, prompts
+
+
+def build_named(args):
+    """A named model (`--model smollm2-135m-instruct`, a directory, a GGUF file) with chat-templated addition
+    questions as prompts."""
+    from rlvr.config import ModelConfig
+    from rlvr.models.loading import load_model, load_tokenizer, model_source
+
+    cfg = ModelConfig(name=args.model, dtype=args.dtype)
+    source = model_source(cfg)
+    model, tokenizer = load_model(cfg, name=source).eval(), load_tokenizer(source)
+    prompts = [tokenizer.apply_chat_template(
+        [{"role": "user", "content": f"What is {10 + 7 * i % 89} + {23 + 13 * i % 76}? Put the final answer in "
+                                     f"\\boxed{{}}."}], add_generation_prompt=True, tokenize=True,
+        return_dict=False) for i in range(args.prompts)]
     return model, tokenizer, prompts
 
 
@@ -104,6 +122,9 @@ def main() -> None:
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--intermediate", type=int, default=512)
     ap.add_argument("--vocab", type=int, default=64)
+    ap.add_argument("--model", default=None, help="a model name instead of the tiny one (smollm2-135m-instruct, a "
+                    "directory, a .gguf file)")
+    ap.add_argument("--dtype", default="float32", help="with --model: float32 or bfloat16")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     model, tokenizer, prompts = build(args)
@@ -113,9 +134,10 @@ def main() -> None:
         "transformers generate (dynamic cache)": generate_side(None, model, tokenizer, prompts, args),
         "transformers generate (static cache)": generate_side("static", model, tokenizer, prompts, args),
     }
-    print(f"{args.prompts} prompts x {args.samples} samples x {args.new_tokens} new tokens, {args.architecture} "
-          f"hidden {args.hidden} x {args.layers} layers, vocab {len(tokenizer)}, {args.threads} thread(s), "
-          f"torch {torch.__version__}")
+    shape = (args.model + f" ({args.dtype})" if args.model else
+             f"{args.architecture} hidden {args.hidden} x {args.layers} layers")
+    print(f"{args.prompts} prompts x {args.samples} samples x {args.new_tokens} new tokens, {shape}, "
+          f"vocab {len(tokenizer)}, {args.threads} thread(s), torch {torch.__version__}")
     results = {}
     for name, run in sides.items():
         try:

@@ -128,31 +128,6 @@ def test_trains_a_local_hf_directory_and_checkpoint_loads_with_plain_transformer
     assert loaded.generate(ids, max_new_tokens=2, do_sample=False).shape[1] == ids.shape[1] + 2
 
 
-def test_adamw_is_fused_on_the_cpu_and_steps_as_the_default_path_does():
-    """The trainer's and SFT's AdamW take torch's fused kernel on plain CPU parameters; its steps equal the
-    default (foreach) AdamW's up to float rounding, and a state saved by one loads into the other."""
-    import copy
-
-    from rlvr.training.setup import adamw
-
-    torch.manual_seed(0)
-    fused_model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Tanh(), torch.nn.Linear(32, 4))
-    plain_model, initial = copy.deepcopy(fused_model), copy.deepcopy(fused_model)
-    fused = adamw(list(fused_model.parameters()), lr=1e-2, betas=(0.9, 0.99), weight_decay=0.1)
-    plain = torch.optim.AdamW(plain_model.parameters(), lr=1e-2, betas=(0.9, 0.99), weight_decay=0.1)
-    assert fused.defaults["fused"] and not plain.defaults["fused"]
-    x = torch.randn(64, 16)
-    for _ in range(5):
-        for model, optimizer in ((fused_model, fused), (plain_model, plain)):
-            optimizer.zero_grad()
-            model(x).pow(2).mean().backward()
-            optimizer.step()
-    for a, b in zip(fused_model.parameters(), plain_model.parameters()):
-        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
-    assert (fused_model[0].weight - initial[0].weight).abs().max() > 1e-3  # the steps moved the weights
-    plain.load_state_dict(fused.state_dict())  # a checkpoint written by either path resumes in the other
-
-
 def test_each_step_logs_where_its_time_went(fast_config, tmp_path):
     """perf/* phases: the reference and old-logprob passes appear when they run, forward+backward and the
     optimizer add up to no more than the update, the update and collection to no more than the step."""

@@ -24,7 +24,6 @@ from rlvr.models.loading import (
 from rlvr.models.prompts import PromptEncoder, conversation_problem, prompt_text
 from rlvr.tasks.dataset import read_rows
 from rlvr.tracking import MetricsLogger
-from rlvr.training.setup import adamw
 
 
 def conversations(cfg: RunConfig) -> list[list[dict]]:
@@ -212,7 +211,7 @@ def run_sft(cfg: RunConfig, stop: StopAtAccuracy | None = None) -> Path:
                            template_kwargs=cfg.model.chat_template_kwargs)
     examples = encode_conversations(dialogues, encode) if multi_turn else encode_pairs(pairs, encode, tokenizer)
     held_out = encode_pairs(stop.pairs, encode, tokenizer) if stop else []
-    optimizer = adamw(list(model.parameters()), lr=s.lr)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=s.lr)
     steps_per_epoch = -(-len(examples) // s.batch_size)
     logger = MetricsLogger(out, s.epochs * steps_per_epoch, console=cfg.tracking.console, description="sft",
                            log_every=cfg.tracking.log_every,

@@ -118,7 +118,7 @@ class Trainer:
                                      max_new_tokens=r.max_new_tokens, min_new_tokens=r.min_new_tokens, stop=r.stop,
                                      return_entropy=a.high_entropy_fraction is not None)
         o = cfg.optim
-        self.optimizer, self.scheduler = make_optimizer(self.model, o, cfg.steps)
+        self.optimizer, self.scheduler = make_optimizer(self.model, o, cfg.steps, self.parallel.device.type == "cuda")
         d = cfg.data
         self.stats = CurriculumStats(len(self.tasks), d.stats_window)
         self.sampler = make_sampler(d.sampler.name, d.sampler.args, self.tasks, [t.weight for t in d.tasks], cfg.seed,
