@@ -1,0 +1,314 @@
+"""A real model, end to end: SmolLM2-135M-Instruct trained by the recipe recipes/smollm2_addition.yaml, held-out
+accuracy by the training verifier and by an exact check written apart from it; and rlvr against TRL's
+GRPOTrainer on the same model, prompts, sampling and algorithm settings.
+
+    python benchmarks/real_model.py recipe [--seeds 0 1 2] [--output runs/real_model]
+    python benchmarks/real_model.py trl [--seeds 0 1 2] [--steps 10] [--output runs/real_model_trl]
+
+`recipe` trains each seed with `rlvr train recipes/smollm2_addition.yaml seed=S` and reads the run's
+eval_completions.jsonl (every held-out greedy completion of every evaluation, eval.log_completions): per
+evaluation, the verifier's accuracy (the run's own verdicts) and the exact check's (`exact_correct` below: the
+last non-empty \\boxed{} if it holds an integer, else the last integer in the completion, equals the reference;
+no expression is evaluated, nothing of rlvr's verifiers is used). Prints a table per seed, the mean over seeds, the
+wall time per run, and plots the curves (--plot).
+
+`trl` runs, per seed, `steps` GRPO steps with rlvr (the recipe, evaluation off) and then with TRL's GRPOTrainer
+fed the prompts rlvr drew at each step, in the same order (shuffle_dataset=False), with the same sampling
+(temperature 1, no top-k/top-p, the same new-token limit), the same algorithm (4 prompts x 8 samples, group
+standardised advantages, PPO clip 0.2 with one on-policy update per step, token-mean loss as TRL's "dapo", no KL,
+AdamW lr 1e-5 constant, gradient clip 1.0, micro-batches of 8) and the same reward (rlvr's math verifier called in
+TRL's process). TRL generates with its default path (transformers `generate`). Seconds per step: rlvr's
+perf/step_s; for TRL the time between the ends of consecutive optimizer steps (the first from the start of
+training). Then `rlvr eval` scores the base model and both final models on the same 100 held-out problems
+(greedy), by the verifier and by the exact check. Runs alternate rlvr, TRL per seed, so both see the same load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from reward_hacking import plain_answer  # the exact check of issue 24's study, apart from every verifier
+
+ROOT = Path(__file__).resolve().parent.parent
+RECIPE = ROOT / "recipes" / "smollm2_addition.yaml"
+
+
+def exact_correct(completion: str, reference: str) -> bool:
+    """The exact check: the completion's last non-empty box if it holds an integer, else its last integer, is the
+    reference (no expression evaluated, nothing of rlvr's verifiers used)."""
+    return plain_answer(completion) == str(reference).strip()
+
+
+def load_average() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def rlvr_command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "rlvr", *args]
+
+
+def run(command: list[str], log: Path) -> float:
+    """Run a command with its output to `log`; its wall seconds. A failure stops the benchmark and shows the log's
+    end."""
+    t0 = time.perf_counter()
+    with log.open("w") as out:
+        code = subprocess.call(command, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
+    if code != 0:
+        raise SystemExit(f"{' '.join(command)} failed ({code}); last lines of {log}:\n" +
+                         "\n".join(log.read_text().splitlines()[-20:]))
+    return time.perf_counter() - t0
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+# ---------------------------------------------------------------------------------------------------- recipe
+
+
+def eval_curve(run_dir: Path) -> list[dict]:
+    """Per evaluation of a run: step, the verifier's accuracy and the exact check's, over its logged problems."""
+    by_step: dict[int, list[dict]] = {}
+    for row in read_jsonl(run_dir / "eval_completions.jsonl"):
+        by_step.setdefault(row["step"], []).append(row)
+    return [{"step": step, "problems": len(rows),
+             "verifier": sum(r["correct"] for r in rows) / len(rows),
+             "exact": sum(exact_correct(r["completion"], r["reference"]) for r in rows) / len(rows),
+             "paid_not_exact": sum(r["correct"] and not exact_correct(r["completion"], r["reference"]) for r in rows)}
+            for step, rows in sorted(by_step.items())]
+
+
+def recipe(args) -> None:
+    out = Path(args.output)
+    out.mkdir(parents=True, exist_ok=True)
+    results = []
+    for seed in args.seeds:
+        run_dir = out / f"seed{seed}"
+        load = load_average()
+        seconds = run(rlvr_command("train", str(RECIPE), f"seed={seed}", f"tracking.output_dir={run_dir}",
+                                   *args.set), out / f"seed{seed}.log")
+        curve = eval_curve(run_dir)
+        results.append({"seed": seed, "wall_seconds": seconds, "load_before": load, "load_after": load_average(),
+                        "curve": curve})
+        print(f"seed {seed}: {seconds / 60:.1f} min (load {load} -> {load_average()})")
+        for point in curve:
+            print(f"  step {point['step']:>3}: verifier {100 * point['verifier']:5.1f}%  exact "
+                  f"{100 * point['exact']:5.1f}%  paid but not exact {point['paid_not_exact']}")
+        (out / "results.json").write_text(json.dumps({"commit": commit(), "runs": results}, indent=2))
+    summarize_recipe(results)
+    if args.plot:
+        plot_recipe(results, Path(args.plot))
+
+
+def summarize_recipe(results: list[dict]) -> None:
+    print("\n| seed | verifier: base -> final | exact check: base -> final | gain (exact) | minutes |")
+    print("|---|---|---|---|---|")
+    gains = {"verifier": [], "exact": []}
+    for r in results:
+        first, last = r["curve"][0], r["curve"][-1]
+        for key in gains:
+            gains[key].append(last[key] - first[key])
+        print(f"| {r['seed']} | {100 * first['verifier']:.0f}% -> {100 * last['verifier']:.0f}% | "
+              f"{100 * first['exact']:.0f}% -> {100 * last['exact']:.0f}% | "
+              f"{100 * (last['exact'] - first['exact']):+.0f} | {r['wall_seconds'] / 60:.1f} |")
+    for key, values in gains.items():
+        spread = f" (sd {100 * statistics.stdev(values):.1f})" if len(values) > 1 else ""
+        print(f"mean gain by the {key}: {100 * statistics.mean(values):+.1f} points{spread}")
+
+
+def plot_recipe(results: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4))
+    for r, color in zip(results, ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple")):
+        steps = [p["step"] for p in r["curve"]]
+        ax.plot(steps, [100 * p["verifier"] for p in r["curve"]], color=color, marker="o",
+                label=f"seed {r['seed']}: training verifier")
+        ax.plot(steps, [100 * p["exact"] for p in r["curve"]], color=color, marker="x", linestyle="--",
+                label=f"seed {r['seed']}: exact check")
+    ax.set_xlabel("GRPO step")
+    ax.set_ylabel("held-out greedy accuracy (%), 100 problems")
+    ax.set_ylim(0, 100)
+    ax.set_title("SmolLM2-135M-Instruct, recipes/smollm2_addition.yaml (CPU)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    print(f"wrote {path}")
+
+
+# ------------------------------------------------------------------------------------------------------- trl
+
+
+def rlvr_prompts(run_dir: Path, steps: int, per_step: int) -> list[dict]:
+    """The prompts rlvr trained on, step by step (completions.jsonl logs every group), with their references."""
+    rows = read_jsonl(run_dir / "completions.jsonl")
+    seen, ordered = set(), []
+    for row in rows:
+        key = (row["step"], row["uid"])
+        if key not in seen:
+            seen.add(key)
+            ordered.append({"step": row["step"], "prompt": row["prompt"], "answer": str(row["reference"])})
+    if len(ordered) != steps * per_step:
+        raise SystemExit(f"{run_dir}: expected {steps * per_step} logged prompts, found {len(ordered)}")
+    return ordered
+
+
+def train_trl(prompts: list[dict], seed: int, steps: int, out: Path, max_new_tokens: int) -> list[float]:
+    """TRL's GRPOTrainer on the same prompts and settings; seconds per optimizer step."""
+    import torch
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    from rlvr.config import ModelConfig
+    from rlvr.models.loading import model_source
+    from rlvr.verifiers.math import math_score
+
+    source = model_source(ModelConfig(name="smollm2-135m-instruct"))
+    tokenizer = AutoTokenizer.from_pretrained(source)
+    model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32)
+    eos = tokenizer.eos_token_id
+
+    def reward(prompts, completions, completion_ids, answer, **_):
+        scores = []
+        for prompt, completion, ids, ref in zip(prompts, completions, completion_ids, answer):
+            truncated = len(ids) >= max_new_tokens and ids[-1] != eos
+            verdict = math_score(prompt[-1]["content"], completion[-1]["content"], ref, truncated=truncated)
+            scores.append(float(verdict))
+        return scores
+
+    data = Dataset.from_list([{"prompt": [{"role": "user", "content": p["prompt"]}], "answer": p["answer"]}
+                              for p in prompts])
+    config = GRPOConfig(
+        output_dir=str(out), seed=seed, max_steps=steps, use_cpu=True, bf16=False, learning_rate=1e-5,
+        lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0, adam_beta1=0.9, adam_beta2=0.999,
+        max_grad_norm=1.0, per_device_train_batch_size=8, gradient_accumulation_steps=4, num_generations=8,
+        max_completion_length=max_new_tokens, temperature=1.0, top_p=1.0, top_k=0, beta=0.0, epsilon=0.2,
+        num_iterations=1, loss_type="dapo", scale_rewards="group", shuffle_dataset=False, logging_steps=1,
+        save_strategy="no", report_to=[], dataloader_num_workers=0, disable_tqdm=True,
+    )
+    ends: list[float] = []
+
+    class StepClock(TrainerCallback):
+        def on_train_begin(self, *_, **__):
+            ends.append(time.perf_counter())
+
+        def on_step_end(self, *_, **__):
+            ends.append(time.perf_counter())
+
+    trainer = GRPOTrainer(model=model, reward_funcs=reward, args=config, train_dataset=data,
+                          processing_class=tokenizer, callbacks=[StepClock()])
+    trainer.train()
+    trainer.save_model(str(out / "final"))
+    tokenizer.save_pretrained(str(out / "final"))
+    return [b - a for a, b in zip(ends, ends[1:])]
+
+
+def eval_models(models: dict[str, Path], out: Path) -> dict[str, dict]:
+    """`rlvr eval` of several models on the recipe's held-out problems, greedy, completions kept: accuracy by
+    the verifier and by the exact check."""
+    run(rlvr_command("eval", *map(str, models.values()), "--recipe", str(RECIPE), "--samples", "0",
+                     "--keep-completions", "1", "--labels", ",".join(models), "--output", str(out)),
+        out.with_suffix(".log"))
+    data = json.loads((out / "eval.json").read_text())
+    results = {}
+    for name, entry in zip(models, data["models"]):
+        problems = entry["problems"]
+        results[name] = {
+            "verifier": sum(bool(p["completions"][0]["correct"]) for p in problems) / len(problems),
+            "exact": sum(exact_correct(p["completions"][0]["text"], p["reference"]) for p in problems) / len(problems),
+            "problems": len(problems)}
+    return results
+
+
+def trl(args) -> None:
+    out = Path(args.output)
+    out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for seed in args.seeds:
+        rlvr_dir = out / f"rlvr-seed{seed}"
+        load = load_average()
+        run(rlvr_command("train", str(RECIPE), f"seed={seed}", f"steps={args.steps}", "eval.every_steps=0",
+                         f"checkpoint.every_steps={args.steps}", "tracking.log_completions_every=1",
+                         f"tracking.output_dir={rlvr_dir}", "tracking.report=false"), out / f"rlvr-seed{seed}.log")
+        rlvr_steps = [r["perf/step_s"] for r in read_jsonl(rlvr_dir / "metrics.jsonl") if "perf/step_s" in r]
+        prompts = rlvr_prompts(rlvr_dir, args.steps, 4)
+        trl_steps = train_trl(prompts, seed, args.steps, out / f"trl-seed{seed}", 96)
+        checkpoint = sorted((rlvr_dir / "checkpoints").glob("step-*"))[-1]
+        models = {"rlvr": checkpoint, "trl": out / f"trl-seed{seed}" / "final"}
+        if not rows:
+            from rlvr.config import ModelConfig
+            from rlvr.models.loading import model_source
+
+            models = {"base": Path(model_source(ModelConfig(name="smollm2-135m-instruct"))), **models}
+        accuracy = eval_models(models, out / f"eval-seed{seed}")
+        row = {"seed": seed, "steps": args.steps, "load_before": load, "load_after": load_average(),
+               "rlvr_step_s": rlvr_steps, "trl_step_s": trl_steps, "accuracy": accuracy}
+        rows.append(row)
+        print(f"seed {seed}: median s/step rlvr {statistics.median(rlvr_steps):.1f}, TRL "
+              f"{statistics.median(trl_steps):.1f} (TRL / rlvr {statistics.median(trl_steps) / statistics.median(rlvr_steps):.2f}x); "
+              + "  ".join(f"{k}: verifier {100 * v['verifier']:.0f}% exact {100 * v['exact']:.0f}%"
+                          for k, v in accuracy.items()) + f"  (load {load} -> {load_average()})")
+        (out / "results.json").write_text(json.dumps({"commit": commit(), "rows": rows}, indent=2))
+    summarize_trl(rows)
+
+
+def summarize_trl(rows: list[dict]) -> None:
+    base = rows[0]["accuracy"].get("base")
+    print(f"\n| seed | rlvr s/step (median) | TRL s/step (median) | TRL / rlvr | rlvr verifier / exact | "
+          f"TRL verifier / exact | after {rows[0]['steps']} steps |")
+    print("|---|---|---|---|---|---|---|")
+    ratios = []
+    for r in rows:
+        a, b = statistics.median(r["rlvr_step_s"]), statistics.median(r["trl_step_s"])
+        ratios.append(b / a)
+        acc = r["accuracy"]
+        print(f"| {r['seed']} | {a:.1f} | {b:.1f} | {b / a:.2f}x | {100 * acc['rlvr']['verifier']:.0f}% / "
+              f"{100 * acc['rlvr']['exact']:.0f}% | {100 * acc['trl']['verifier']:.0f}% / "
+              f"{100 * acc['trl']['exact']:.0f}% | |")
+    if base:
+        print(f"base model: verifier {100 * base['verifier']:.0f}%, exact {100 * base['exact']:.0f}%")
+    for side in ("rlvr", "trl"):
+        print(f"{side}: mean held-out exact accuracy "
+              f"{100 * statistics.mean(r['accuracy'][side]['exact'] for r in rows):.1f}%")
+    print(f"TRL / rlvr median seconds per step: {statistics.mean(ratios):.2f}x (mean over seeds)")
+
+
+def commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("recipe", help="the recipe over seeds, verifier and exact check per evaluation")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--output", default="runs/real_model")
+    p.add_argument("--plot", default=None, help="PNG of the curves")
+    p.add_argument("--set", nargs="*", default=[], help="extra key=value overrides for rlvr train")
+    p = sub.add_parser("trl", help="rlvr against TRL's GRPOTrainer, side by side")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--output", default="runs/real_model_trl")
+    args = parser.parse_args()
+    recipe(args) if args.command == "recipe" else trl(args)
+
+
+if __name__ == "__main__":
+    main()
