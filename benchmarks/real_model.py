@@ -12,15 +12,17 @@ last non-empty \\boxed{} if it holds an integer, else the last integer in the co
 no expression is evaluated, nothing of rlvr's verifiers is used). Prints a table per seed, the mean over seeds, the
 wall time per run, and plots the curves (--plot).
 
-`trl` runs, per seed, `steps` GRPO steps with rlvr (the recipe, evaluation off) and then with TRL's GRPOTrainer
+`trl` runs, per seed, `steps` GRPO steps with rlvr (the recipe, evaluation off; or, with --reuse, the recipe's
+own run, whose first `steps` steps and evaluation at `steps` are read) and then with TRL's GRPOTrainer
 fed the prompts rlvr drew at each step, in the same order (shuffle_dataset=False), with the same sampling
 (temperature 1, no top-k/top-p, the same new-token limit), the same algorithm (4 prompts x 8 samples, group
 standardised advantages, PPO clip 0.2 with one on-policy update per step, token-mean loss as TRL's "dapo", no KL,
 AdamW lr 1e-5 constant, gradient clip 1.0, micro-batches of 8) and the same reward (rlvr's math verifier called in
 TRL's process). TRL generates with its default path (transformers `generate`). Seconds per step: rlvr's
 perf/step_s; for TRL the time between the ends of consecutive optimizer steps (the first from the start of
-training). Then `rlvr eval` scores the base model and both final models on the same 100 held-out problems
-(greedy), by the verifier and by the exact check. Runs alternate rlvr, TRL per seed, so both see the same load.
+training). Then `rlvr eval` scores the base model and the final models on the recipe's 100 held-out problems
+(greedy, the evaluation code the recipe's runs use), by the verifier and by the exact check. Runs alternate rlvr,
+TRL per seed, so both see the same load.
 """
 
 from __future__ import annotations
@@ -75,9 +77,10 @@ def read_jsonl(path: Path) -> list[dict]:
 
 def eval_curve(run_dir: Path) -> list[dict]:
     """Per evaluation of a run: step, the verifier's accuracy and the exact check's, over its logged problems."""
-    by_step: dict[int, list[dict]] = {}
-    for row in read_jsonl(run_dir / "eval_completions.jsonl"):
-        by_step.setdefault(row["step"], []).append(row)
+    by_step: dict[int, dict[str, dict]] = {}
+    for row in read_jsonl(run_dir / "eval_completions.jsonl"):  # a row written again (a restart) replaces its twin
+        by_step.setdefault(row["step"], {})[row["uid"]] = row
+    by_step = {step: list(rows.values()) for step, rows in by_step.items()}
     return [{"step": step, "problems": len(rows),
              "verifier": sum(r["correct"] for r in rows) / len(rows),
              "exact": sum(exact_correct(r["completion"], r["reference"]) for r in rows) / len(rows),
@@ -233,32 +236,52 @@ def eval_models(models: dict[str, Path], out: Path) -> dict[str, dict]:
     return results
 
 
+def rlvr_side(args, seed: int, out: Path) -> tuple[Path, list[float], dict | None]:
+    """rlvr's run of `seed` for the comparison: the recipe's own run under --reuse (its first `steps` steps; a step's
+    evaluation time is taken out of its seconds), else `steps` steps trained here with evaluation off. Returns the
+    run, its seconds per step, and its held-out accuracy at `steps` when the run evaluated there."""
+    if args.reuse:
+        run_dir = Path(args.reuse) / f"seed{seed}"
+        curve = {p["step"]: p for p in eval_curve(run_dir)}
+        if args.steps not in curve:
+            raise SystemExit(f"{run_dir} has no evaluation at step {args.steps} (it has {sorted(curve)})")
+        accuracy = {k: curve[args.steps][k] for k in ("verifier", "exact")}
+    else:
+        run_dir, accuracy = out / f"rlvr-seed{seed}", None
+        run(rlvr_command("train", str(RECIPE), f"seed={seed}", f"steps={args.steps}", "eval.every_steps=0",
+                         f"checkpoint.every_steps={args.steps}", f"tracking.output_dir={run_dir}",
+                         "tracking.report=false"), out / f"rlvr-seed{seed}.log")
+    rows = {r["step"]: r for r in read_jsonl(run_dir / "metrics.jsonl") if 1 <= r["step"] <= args.steps}
+    return run_dir, [r["perf/step_s"] - r.get("perf/eval_s", 0.0) for r in rows.values()], accuracy
+
+
 def trl(args) -> None:
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
     rows = []
     for seed in args.seeds:
-        rlvr_dir = out / f"rlvr-seed{seed}"
         load = load_average()
-        run(rlvr_command("train", str(RECIPE), f"seed={seed}", f"steps={args.steps}", "eval.every_steps=0",
-                         f"checkpoint.every_steps={args.steps}", "tracking.log_completions_every=1",
-                         f"tracking.output_dir={rlvr_dir}", "tracking.report=false"), out / f"rlvr-seed{seed}.log")
-        rlvr_steps = [r["perf/step_s"] for r in read_jsonl(rlvr_dir / "metrics.jsonl") if "perf/step_s" in r]
+        rlvr_dir, rlvr_steps, rlvr_accuracy = rlvr_side(args, seed, out)
         prompts = rlvr_prompts(rlvr_dir, args.steps, 4)
         trl_steps = train_trl(prompts, seed, args.steps, out / f"trl-seed{seed}", 96)
-        checkpoint = sorted((rlvr_dir / "checkpoints").glob("step-*"))[-1]
-        models = {"rlvr": checkpoint, "trl": out / f"trl-seed{seed}" / "final"}
+        models = {"trl": out / f"trl-seed{seed}" / "final"}
+        if rlvr_accuracy is None:
+            models["rlvr"] = sorted((rlvr_dir / "checkpoints").glob("step-*"))[-1]
         if not rows:
             from rlvr.config import ModelConfig
             from rlvr.models.loading import model_source
 
-            models = {"base": Path(model_source(ModelConfig(name="smollm2-135m-instruct"))), **models}
+            models["base"] = Path(model_source(ModelConfig(name="smollm2-135m-instruct")))
         accuracy = eval_models(models, out / f"eval-seed{seed}")
-        row = {"seed": seed, "steps": args.steps, "load_before": load, "load_after": load_average(),
-               "rlvr_step_s": rlvr_steps, "trl_step_s": trl_steps, "accuracy": accuracy}
+        if rlvr_accuracy is not None:
+            accuracy["rlvr"] = rlvr_accuracy
+        row = {"seed": seed, "steps": args.steps, "rlvr_run": str(rlvr_dir), "load_before": load,
+               "load_after": load_average(), "rlvr_step_s": rlvr_steps, "trl_step_s": trl_steps,
+               "accuracy": accuracy}
         rows.append(row)
         print(f"seed {seed}: median s/step rlvr {statistics.median(rlvr_steps):.1f}, TRL "
-              f"{statistics.median(trl_steps):.1f} (TRL / rlvr {statistics.median(trl_steps) / statistics.median(rlvr_steps):.2f}x); "
+              f"{statistics.median(trl_steps):.1f} (TRL / rlvr "
+              f"{statistics.median(trl_steps) / statistics.median(rlvr_steps):.2f}x); "
               + "  ".join(f"{k}: verifier {100 * v['verifier']:.0f}% exact {100 * v['exact']:.0f}%"
                           for k, v in accuracy.items()) + f"  (load {load} -> {load_average()})")
         (out / "results.json").write_text(json.dumps({"commit": commit(), "rows": rows}, indent=2))
@@ -306,6 +329,8 @@ def main() -> None:
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--output", default="runs/real_model_trl")
+    p.add_argument("--reuse", default=None, help="the recipe's runs (OUTPUT of `recipe`): compare with their first "
+                   "--steps steps and their evaluation there instead of training rlvr again")
     args = parser.parse_args()
     recipe(args) if args.command == "recipe" else trl(args)
 
