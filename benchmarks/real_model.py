@@ -2,15 +2,17 @@
 accuracy by the training verifier and by an exact check written apart from it; and rlvr against TRL's
 GRPOTrainer on the same model, prompts, sampling and algorithm settings.
 
-    python benchmarks/real_model.py recipe [--seeds 0 1 2] [--output runs/real_model]
+    python benchmarks/real_model.py recipe [--seeds 0 1 2] [--output runs/real_model] [--plot PNG]
+    python benchmarks/real_model.py summary [--output runs/real_model] [--plot PNG]
     python benchmarks/real_model.py trl [--seeds 0 1 2] [--steps 10] [--output runs/real_model_trl]
 
 `recipe` trains each seed with `rlvr train recipes/smollm2_addition.yaml seed=S` and reads the run's
 eval_completions.jsonl (every held-out greedy completion of every evaluation, eval.log_completions): per
 evaluation, the verifier's accuracy (the run's own verdicts) and the exact check's (`exact_correct` below: the
 last non-empty \\boxed{} if it holds an integer, else the last integer in the completion, equals the reference;
-no expression is evaluated, nothing of rlvr's verifiers is used). Prints a table per seed, the mean over seeds, the
-wall time per run, and plots the curves (--plot).
+no expression is evaluated, nothing of rlvr's verifiers is used). Writes OUTPUT/seedS.json per seed and prints the
+table over every seed there (`summary` prints it again, e.g. after seeds run in separate invocations): the mean
+over seeds, the wall time per run, and the curves (--plot).
 
 `trl` runs, per seed, `steps` GRPO steps with rlvr (the recipe, evaluation off; or, with --reuse, the recipe's
 own run, whose first `steps` steps and evaluation at `steps` are read) and then with TRL's GRPOTrainer
@@ -104,7 +106,13 @@ def recipe(args) -> None:
         for point in curve:
             print(f"  step {point['step']:>3}: verifier {100 * point['verifier']:5.1f}%  exact "
                   f"{100 * point['exact']:5.1f}%  paid but not exact {point['paid_not_exact']}")
-        (out / "results.json").write_text(json.dumps({"commit": commit(), "runs": results}, indent=2))
+        (out / f"seed{seed}.json").write_text(json.dumps({"commit": commit(), **results[-1]}, indent=2))
+    summary(args)
+
+
+def summary(args) -> None:
+    """The table and plot over every seed run so far under --output (seeds may be run by separate invocations)."""
+    results = sorted((json.loads(p.read_text()) for p in Path(args.output).glob("seed*.json")), key=lambda r: r["seed"])
     summarize_recipe(results)
     if args.plot:
         plot_recipe(results, Path(args.plot))
@@ -325,6 +333,9 @@ def main() -> None:
     p.add_argument("--output", default="runs/real_model")
     p.add_argument("--plot", default=None, help="PNG of the curves")
     p.add_argument("--set", nargs="*", default=[], help="extra key=value overrides for rlvr train")
+    p = sub.add_parser("summary", help="the table (and plot) over the seeds `recipe` wrote under --output")
+    p.add_argument("--output", default="runs/real_model")
+    p.add_argument("--plot", default=None, help="PNG of the curves")
     p = sub.add_parser("trl", help="rlvr against TRL's GRPOTrainer, side by side")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--steps", type=int, default=10)
@@ -332,7 +343,7 @@ def main() -> None:
     p.add_argument("--reuse", default=None, help="the recipe's runs (OUTPUT of `recipe`): compare with their first "
                    "--steps steps and their evaluation there instead of training rlvr again")
     args = parser.parse_args()
-    recipe(args) if args.command == "recipe" else trl(args)
+    {"recipe": recipe, "summary": summary, "trl": trl}[args.command](args)
 
 
 if __name__ == "__main__":
