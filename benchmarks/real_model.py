@@ -166,7 +166,7 @@ def rlvr_prompts(run_dir: Path, steps: int, per_step: int) -> list[dict]:
     """The prompts rlvr trained on, step by step (completions.jsonl logs every group), with their references."""
     rows = read_jsonl(run_dir / "completions.jsonl")
     seen, ordered = set(), []
-    for row in rows:
+    for row in (r for r in rows if 1 <= r["step"] <= steps):
         key = (row["step"], row["uid"])
         if key not in seen:
             seen.add(key)
