@@ -14,6 +14,7 @@ import torch
 from torch import Tensor
 
 from rlvr.algorithms.settings import AlgorithmSettings
+from rlvr.algorithms.turn_credit import TurnInputs, apply_turn_credit
 from rlvr.registry import Registry
 
 ADVANTAGES: Registry = Registry("advantage estimator")
@@ -29,6 +30,7 @@ class AdvantageInputs:
     uids: list[str] | None = None  # prompt uid per sample (for history)
     token_rewards: Tensor | None = None  # [N, C]; default: score on each sample's last valid token
     history: dict | None = None  # per-prompt cross-step stats; an estimator that needs it returns the updated copy
+    turns: TurnInputs | None = None  # the multi-turn episodes among the samples (for algorithm.turn_credit)
 
 
 def last_token_rewards(scores: Tensor, mask: Tensor) -> Tensor:
@@ -96,9 +98,12 @@ def apply_sign_weights(advantages: Tensor, positive_weight: float, negative_weig
 
 
 def compute_advantages(inp: AdvantageInputs, cfg: AlgorithmSettings) -> tuple[Tensor, dict | None]:
-    """The configured estimator followed by the per-sign weights: the one call the trainer makes.
-    Returns the advantages and the history to pass next step (unchanged for stateless estimators)."""
+    """The configured estimator, turn-level credit on the episode rows when `turn_credit` is set (other rows keep
+    the estimator's), then the per-sign weights: the one call the trainer makes. Returns the advantages and the
+    history to pass next step (unchanged for stateless estimators)."""
     advantages, history = ADVANTAGES.get(cfg.advantage)(inp, cfg)
+    if cfg.turn_credit is not None and inp.turns is not None:
+        advantages = apply_turn_credit(advantages, inp.turns, cfg)
     weighted = apply_sign_weights(advantages, cfg.positive_weight, cfg.negative_weight)
     return weighted, (inp.history if history is None else history)
 

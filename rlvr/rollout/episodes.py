@@ -13,6 +13,7 @@ episode's samples do not depend on which other episodes share the batch.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
@@ -35,6 +36,12 @@ class Episode(Completion):
     turns: int = 0  # assistant turns
     reward: float = 0.0  # by the task's env.reward rule
     success: bool = False
+    # Per assistant turn (for turn-level credit, rlvr.algorithms.turn_credit): where its tokens start in token_ids,
+    # the turn reward the episode reward counts for it (the outcome is not in it), and its anchor state: the
+    # environment's observation it answers (the opening for the first turn, the environment's reply after).
+    turn_starts: list[int] = field(default_factory=list)
+    turn_rewards: list[float] = field(default_factory=list)
+    anchors: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -52,6 +59,9 @@ class _Running:
     entropies: list[float] = field(default_factory=list)
     messages: list[Message] = field(default_factory=list)
     turn_rewards: list[float] = field(default_factory=list)
+    turn_starts: list[int] = field(default_factory=list)
+    anchors: list[str] = field(default_factory=list)
+    observation: str = ""  # the anchor state of the next turn
     turns: int = 0
     done: bool = False
     truncated: bool = False
@@ -109,7 +119,8 @@ class EpisodeRunner:
             yield self.generate(work[i : i + per_batch], params,
                                 generators[i : i + per_batch] if generators is not None else None, where)
 
-    def _open(self, task: EnvTask, problem: Problem, n: int, where: str) -> tuple[list[Environment], list[int]]:
+    def _open(self, task: EnvTask, problem: Problem, n: int, where: str
+              ) -> tuple[list[Environment], list[int], str]:
         envs = [task.make_env(problem) for _ in range(n)]
         openings = [env.reset() for env in envs]
         if any(o != openings[0] for o in openings):
@@ -119,7 +130,7 @@ class EpisodeRunner:
         if len(prompt) > self.encode.max_tokens:
             raise DataError(f"Opening prompt of task {task.label}, {where} {problem.uid} has {len(prompt)} tokens, "
                             f"over the limit of {self.encode.max_tokens} ({self.encode.limit_source}).")
-        return envs, prompt
+        return envs, prompt, anchor_state(openings[0])
 
     def play(self, work: list[tuple[EnvTask, Problem]], params: SamplingParams,
              generators: list[torch.Generator] | None = None, where: str = "problem"
@@ -128,10 +139,10 @@ class EpisodeRunner:
         n = params.n
         prompts, running = [], []
         for task, problem in work:
-            envs, prompt = self._open(task, problem, n, where)
+            envs, prompt, opening = self._open(task, problem, n, where)
             prompts.append(prompt)
             budget = task.config.max_tokens or task.config.max_turns * params.max_new_tokens
-            running += [_Running(env, task, prompt, budget) for env in envs]
+            running += [_Running(env, task, prompt, budget, observation=opening) for env in envs]
         try:
             longest = max(r.budget for r in running)
             first = self.engine.generate(prompts, replace(params, max_new_tokens=min(params.max_new_tokens, longest)),
@@ -159,6 +170,8 @@ class EpisodeRunner:
         """Append a sampled turn, let the environment answer, append its reply (or end the episode)."""
         kept = min(len(c.token_ids), r.left)
         ids = c.token_ids[:kept]
+        r.turn_starts.append(len(r.ids))
+        r.anchors.append(r.observation)
         r.append(ids, True, c.logprobs[:kept], c.entropies[:kept] if c.entropies else None)
         r.turns += 1
         text = c.text if kept == len(c.token_ids) else self.tokenizer.decode(ids, skip_special_tokens=True)
@@ -182,15 +195,27 @@ class EpisodeRunner:
             return
         r.append(reply, False)
         r.messages += step.messages
+        r.observation = anchor_state(step.messages)
 
     def _finish(self, r: _Running) -> Episode:
         outcome = r.env.outcome()
         cfg = r.task.config
         reward = REWARD_RULES[cfg.reward](outcome.reward, r.turn_rewards, cfg.gamma)
+        # Each turn's reward as the rule counts it in the episode reward (a cut last turn was never answered).
+        weight = {"final": lambda t: 0.0, "sum": lambda t: 1.0, "discounted": lambda t: cfg.gamma**t}[cfg.reward]
+        stepped = r.turn_rewards + [0.0] * (r.turns - len(r.turn_rewards))
+        turn_rewards = [weight(t) * x for t, x in enumerate(stepped)]
         metrics = {"turns": float(r.turns), **r.env.metrics()}
         answer = next(m["content"] for m in reversed(r.messages) if m["role"] == "assistant")
         return Episode(token_ids=r.ids, text=answer, logprobs=r.logprobs, truncated=r.truncated,
                        entropies=r.entropies, policy_mask=r.policy,
                        fields={"episode_reward": reward, "episode_success": outcome.success,
                                "episode_metrics": metrics},
-                       messages=r.messages, turns=r.turns, reward=reward, success=outcome.success)
+                       messages=r.messages, turns=r.turns, reward=reward, success=outcome.success,
+                       turn_starts=r.turn_starts, turn_rewards=turn_rewards, anchors=r.anchors)
+
+
+def anchor_state(messages: list[Message]) -> str:
+    """A turn's anchor state: the environment's messages it answers, as one string (GiGPO matches turns of a group's
+    episodes that start from equal observations)."""
+    return json.dumps(messages, sort_keys=True, ensure_ascii=False)

@@ -195,7 +195,8 @@ class Trainer:
                                               self.tokenizer.pad_token_id, meta)
         batch.scores = torch.cat([g.scored.total for g in trained]).float()
         self.advantage_history = assign_advantages(batch, self.cfg.algorithm, [t.label for t in self.tasks],
-                                                   self.advantage_history, self.kl_coef, self._reference_logprobs)
+                                                   self.advantage_history, self.kl_coef, self._reference_logprobs,
+                                                   [c for g in trained for c in g.completions])
         outcomes = self._observe(step.generated, trained, batch)
         metrics = rollout_metrics(batch, step.scored, outcomes, self.params.n, self.tasks, self.stats, self.sampler)
         if self.kl_control is not None:
