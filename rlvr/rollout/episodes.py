@@ -87,11 +87,13 @@ class EpisodeRunner:
         self.tokenizer = encode.tokenizer
         self.renderer = ChatRenderer(encode.tokenizer, encode.use_template, encode.system_prompt, encode.template_kwargs)
 
-    def generate(self, work: list[tuple[Task, Problem]], params: SamplingParams,
-                 generators: list[torch.Generator] | None = None, where: str = "problem"
-                 ) -> tuple[list[list[int]], list[list[Completion]]]:
+    def generate(self, work: list[tuple[Task | None, Problem]], params: SamplingParams,
+                 generators: list[torch.Generator] | None = None, where: str = "problem",
+                 encoded: list[list[int]] | None = None) -> tuple[list[list[int]], list[list[Completion]]]:
         """Prompt ids and completions for each work item; with `generators` (one per item), item i's samples
-        depend on generators[i] alone."""
+        depend on generators[i] alone. With `encoded` (the prompt ids of every item), the items of tasks without an
+        environment are not encoded again and may name no task (None: a rollout worker holds environment tasks
+        only)."""
         plain = [i for i, (task, _) in enumerate(work) if not isinstance(task, EnvTask)]
         played = [i for i, (task, _) in enumerate(work) if isinstance(task, EnvTask)]
         prompts: list[list[int]] = [[] for _ in work]
@@ -99,7 +101,8 @@ class EpisodeRunner:
         pick = (lambda rows: [generators[i] for i in rows]) if generators is not None else (lambda rows: None)
         for i in plain:
             task, p = work[i]
-            prompts[i] = self.encode(p.prompt, where=f"task {task.label}, {where} {p.uid}")
+            prompts[i] = encoded[i] if encoded is not None else \
+                self.encode(p.prompt, where=f"task {task.label}, {where} {p.uid}")
         if plain:
             for i, group in zip(plain, self.engine.generate([prompts[i] for i in plain], params, pick(plain))):
                 groups[i] = group

@@ -17,6 +17,8 @@ Shape (AReaL, Fu et al. 2025, "AReaL: A Large-Scale Asynchronous Reinforcement L
   are rare.
 - A worker that dies is replaced: a fresh process gets the current weights and its unfinished jobs again. Results
   are accepted once per job id, so nothing is trained twice.
+- Environment tasks: a worker plays a job's episodes to the end (rlvr.rollout.episodes) with the weights it had when
+  the job began, so an episode never mixes policy versions and its staleness is that of the version that started it.
 
 One cohesive piece over 400 lines on purpose: the trainer's side and the worker's side of one message protocol
 (jobs, weights, results, replacement) read best together.
@@ -48,6 +50,7 @@ from rlvr.envs.task import EnvTask
 from rlvr.errors import ConfigError, RlvrError
 from rlvr.rewards.composite import Scored
 from rlvr.rollout.base import group_generator, make_engine
+from rlvr.rollout.episodes import EpisodeRunner
 from rlvr.rollout.steps import CollectedStep, Group, staleness_metrics
 
 WEIGHT_SYNC_TIMEOUT_S = 600.0
@@ -94,6 +97,8 @@ class WorkerSpec:
     params: Any  # SamplingParams
     seed: int
     threads: int
+    encode: Any  # the trainer's PromptEncoder (episodes render their turns with it)
+    env_tasks: dict[int, Any]  # the environment tasks by index in data.tasks (their episodes play in the worker)
 
 
 def _build_policy(spec: WorkerSpec) -> torch.nn.Module:
@@ -120,14 +125,16 @@ def receive(conn: Connection) -> Any:
 
 def serve(conn: Connection) -> None:
     """A rollout worker: receive its WorkerSpec and the weight group's address, build the policy, then run messages
-    in order: ('weights', version) joins a broadcast; ('generate', job_id, prompts) generates and answers
-    ('done', job_id, version, groups); ('weights?',) answers with its weights (for tests); None stops."""
+    in order: ('weights', version) joins a broadcast; ('generate', job_id, items) generates each item (task index,
+    problem or None, prompt ids), playing environment tasks' episodes, and answers ('done', job_id, version,
+    prompt ids, groups); ('weights?',) answers with its weights (for tests); None stops."""
     spec, host, port, prefix = receive(conn)
     torch.set_num_threads(spec.threads)
     model = _build_policy(spec)
     tensors = weight_tensors(model)
     flats = flatten_by_dtype(tensors)
     engine = make_engine(spec.engine, model, spec.tokenizer, spec.batch_size)
+    runner = EpisodeRunner(engine, spec.encode)
     store = dist.TCPStore(host, port, is_master=False, timeout=datetime.timedelta(seconds=WEIGHT_SYNC_TIMEOUT_S))
     send(conn, ("ready",))
     group = weight_group(store, prefix, 1)
@@ -139,10 +146,12 @@ def serve(conn: Connection) -> None:
             unflatten_into(flats, tensors)
             version = message[1]
         elif message[0] == "generate":
-            _, job_id, prompts = message
+            _, job_id, items = message
             generators = [group_generator(torch.device("cpu"), spec.seed, "async", job_id, g)
-                          for g in range(len(prompts))]
-            send(conn, ("done", job_id, version, engine.generate(prompts, spec.params, generators)))
+                          for g in range(len(items))]
+            prompts, groups = runner.generate([(spec.env_tasks.get(t), problem) for t, problem, _ in items],
+                                              spec.params, generators, encoded=[ids for _, _, ids in items])
+            send(conn, ("done", job_id, version, prompts, groups))
         elif message[0] == "weights?":
             send(conn, ("weights", version, {name: t.clone() for name, t in model.state_dict().items()}))
 
@@ -190,17 +199,14 @@ class AsyncCollector:
         if is_lora(model):
             raise ConfigError("rollout.max_staleness > 0 does not support model.lora yet (workers would need the "
                               "merged weights); set rollout.max_staleness=0.")
-        episodic = [task.label for task in tasks if isinstance(task, EnvTask)]
-        if episodic:
-            raise ConfigError(f"rollout.max_staleness > 0 does not play multi-turn episodes yet (task "
-                              f"{', '.join(episodic)} has an env); set rollout.max_staleness=0 for environment tasks.")
         self.encode, self.tasks, self.sampler, self.filter, self.stats = encode, tasks, sampler, group_filter, stats
         self.composer, self.params, self.model = composer, params, model
         self.prompts_per_step, self.max_rounds, self.max_staleness = prompts_per_step, max_rounds, max_staleness
         self.groups_per_job = max(1, batch_size // params.n)
         self.spec = WorkerSpec(model.config, model.generation_config, next(model.parameters()).dtype, tokenizer,
                                engine_name, batch_size, params, seed,
-                               max(1, (os.cpu_count() or 2) // (num_workers + 1)))
+                               max(1, (os.cpu_count() or 2) // (num_workers + 1)), encode,
+                               {t: task for t, task in enumerate(tasks) if isinstance(task, EnvTask)})
         self.store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
                                    timeout=datetime.timedelta(seconds=WEIGHT_SYNC_TIMEOUT_S))
         self.lock = threading.Condition()  # guards the worker table, jobs, pending prompts and ready groups
@@ -304,7 +310,8 @@ class AsyncCollector:
         worker = worker or min(self.workers, key=lambda w: sum(len(j.prompts) for j in w.outstanding.values()))
         worker.outstanding[job.id] = job
         try:
-            send(worker.conn, ("generate", job.id, [ids for _, _, ids in job.prompts]))
+            send(worker.conn, ("generate", job.id, [(t, problem if t in self.spec.env_tasks else None, ids)
+                                                    for t, problem, ids in job.prompts]))
         except OSError:
             pass  # a dead worker: the intake thread replaces it and sends its jobs again
 
@@ -352,11 +359,11 @@ class AsyncCollector:
         if message[0] == "weights":
             self.answers.set_result(message[1:])
             return
-        _, job_id, version, groups = message
+        _, job_id, version, prompts, groups = message
         job = worker.outstanding.pop(job_id, None)
         if job is None:
             return  # already received (a duplicate from a replaced worker)
-        for (t, problem, ids), completions in zip(job.prompts, groups):
+        for (t, problem, _), ids, completions in zip(job.prompts, prompts, groups):
             samples = [(self.tasks[t], problem, c.text, c.reward_fields(self.params.max_new_tokens))
                        for c in completions]
             self.scoring += 1
@@ -412,7 +419,7 @@ class AsyncCollector:
         now = time.perf_counter()
         generated = kept + rejected
         trained = (kept + rejected)[: self.prompts_per_step]
-        gen_tokens = sum(len(c.token_ids) for g in generated for c in g.completions)
+        gen_tokens = sum(c.policy_tokens for g in generated for c in g.completions)
         # Generation runs all the time: its rate is over the whole interval since the previous step's collection.
         since = now - (self.last_collected or t0)
         self.last_collected = now
