@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 
 import torch
@@ -147,27 +148,34 @@ class EpisodeRunner:
             budget = task.config.max_tokens or task.config.max_turns * params.max_new_tokens
             running += [_Running(env, task, prompt, budget, observation=opening) for env in envs]
         try:
-            longest = max(r.budget for r in running)
-            first = self.engine.generate(prompts, replace(params, max_new_tokens=min(params.max_new_tokens, longest)),
-                                         generators)
-            if generators is not None:  # each episode's own stream for later turns, drawn from its group's
-                for g, gen in enumerate(generators):
-                    seeds = torch.randint(2**62, (n,), generator=gen, device=gen.device).tolist()
-                    for j, seed in enumerate(seeds):
-                        running[g * n + j].generator = torch.Generator(gen.device).manual_seed(seed)
-            for r, completion in zip(running, (c for group in first for c in group)):
-                self._after_turn(r, completion)
-            while live := [r for r in running if not r.done]:
-                turn = replace(params, n=1, max_new_tokens=min(params.max_new_tokens, max(r.left for r in live)))
-                gens = [r.generator for r in live] if generators is not None else None
-                out = self.engine.generate([r.prompt + r.ids for r in live], turn, gens)
-                for r, group in zip(live, out):
-                    self._after_turn(r, group[0])
-            finished = [self._finish(r) for r in running]
+            with getattr(self.engine, "session", nullcontext)():  # an engine that keeps caches across turns
+                finished = self._play(running, prompts, params, generators)
         finally:
             for r in running:
                 r.env.close()
         return prompts, [finished[g * n : (g + 1) * n] for g in range(len(work))]
+
+    def _play(self, running: list[_Running], prompts: list[list[int]], params: SamplingParams,
+              generators: list[torch.Generator] | None) -> list[Episode]:
+        """Every episode's turns until it ends, live episodes batched in one engine call per turn."""
+        n = params.n
+        longest = max(r.budget for r in running)
+        first = self.engine.generate(prompts, replace(params, max_new_tokens=min(params.max_new_tokens, longest)),
+                                     generators)
+        if generators is not None:  # each episode's own stream for later turns, drawn from its group's
+            for g, gen in enumerate(generators):
+                seeds = torch.randint(2**62, (n,), generator=gen, device=gen.device).tolist()
+                for j, seed in enumerate(seeds):
+                    running[g * n + j].generator = torch.Generator(gen.device).manual_seed(seed)
+        for r, completion in zip(running, (c for group in first for c in group)):
+            self._after_turn(r, completion)
+        while live := [r for r in running if not r.done]:
+            turn = replace(params, n=1, max_new_tokens=min(params.max_new_tokens, max(r.left for r in live)))
+            gens = [r.generator for r in live] if generators is not None else None
+            out = self.engine.generate([r.prompt + r.ids for r in live], turn, gens)
+            for r, group in zip(live, out):
+                self._after_turn(r, group[0])
+        return [self._finish(r) for r in running]
 
     def _after_turn(self, r: _Running, c: Completion) -> None:
         """Append a sampled turn, let the environment answer, append its reply (or end the episode)."""
