@@ -94,7 +94,7 @@ class StepCollector:
 
 def make_collector(max_staleness: int, **kwargs):
     """The synchronous `StepCollector` for max_staleness 0; the asynchronous pipeline of rollout worker processes
-    (rlvr.rollout.workers) for max_staleness > 0."""
+    (rlvr.rollout.workers; Ray actors with a ray_address) for max_staleness > 0."""
     if max_staleness == 0:
         kwargs = {k: v for k, v in kwargs.items() if k not in ASYNC_ONLY}
         return StepCollector(**kwargs)
@@ -103,4 +103,4 @@ def make_collector(max_staleness: int, **kwargs):
     return AsyncCollector(max_staleness=max_staleness, **kwargs)
 
 
-ASYNC_ONLY = ("model", "tokenizer", "engine_name", "batch_size", "num_workers")
+ASYNC_ONLY = ("model", "tokenizer", "engine_name", "batch_size", "num_workers", "ray_address", "ray_num_cpus")

@@ -17,6 +17,9 @@ Shape (AReaL, Fu et al. 2025, "AReaL: A Large-Scale Asynchronous Reinforcement L
   are rare.
 - A worker that dies is replaced: a fresh process gets the current weights and its unfinished jobs again. Results
   are accepted once per job id, so nothing is trained twice.
+- Where workers run: local subprocesses, or Ray actors with cluster.ray_address (rlvr.rollout.ray_workers). The
+  launcher is the one seam: it returns a connection and a handle (pid, poll, stop); jobs, weights and replacement
+  are the same either way.
 - Environment tasks: a worker plays a job's episodes to the end (rlvr.rollout.episodes) with the weights it had when
   the job began, so an episode never mixes policy versions and its staleness is that of the version that started it.
 
@@ -166,13 +169,50 @@ class Job:
     attempts: int = 1
 
 
+class LocalProcess:
+    """A rollout worker as a local subprocess in its own session (the handle `_Worker.process` holds)."""
+
+    def __init__(self, popen: subprocess.Popen):
+        self.popen = popen
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def poll(self) -> int | None:
+        """None while it runs, else its exit code."""
+        return self.popen.poll()
+
+    def stop(self) -> None:
+        """Wait briefly for it to exit, then kill its whole process group."""
+        try:
+            self.popen.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            os.killpg(self.popen.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.popen.wait(timeout=10)
+
+
+def launch_subprocess() -> tuple[Connection, LocalProcess]:
+    """A fresh `python -m rlvr.rollout.workers` (a plain subprocess, like the reward workers: the user's __main__ is
+    never re-imported), talking over a socket pair."""
+    parent, child = socket.socketpair()
+    process = subprocess.Popen([sys.executable, "-m", "rlvr.rollout.workers", str(child.fileno())],
+                               pass_fds=[child.fileno()], start_new_session=True, stdin=subprocess.DEVNULL)
+    child.close()
+    return Connection(parent.detach()), LocalProcess(process)
+
+
 @dataclass
 class _Worker:
-    """The trainer's handle on one rollout worker process."""
+    """The trainer's handle on one rollout worker."""
 
     index: int
     incarnation: int
-    process: subprocess.Popen
+    process: Any  # LocalProcess or rlvr.rollout.ray_workers.RayActorProcess: pid, poll(), stop()
     conn: Connection  # jobs and weight announcements to the worker, results back
     group: dist.ProcessGroup
     outbox: deque = field(default_factory=deque)  # weight snapshots the sender thread still has to broadcast
@@ -187,10 +227,11 @@ class AsyncCollector:
 
     def __init__(self, *, encode, tasks, sampler, group_filter, stats, composer, params, prompts_per_step: int,
                  max_rounds: int, seed: int, max_staleness: int, model, tokenizer, engine_name: str, batch_size: int,
-                 num_workers: int, **_in_process_only):
+                 num_workers: int, ray_address: str | None = None, ray_num_cpus: int | None = None,
+                 **_in_process_only):
         """The StepCollector's arguments (the in-process engine, per-group seeding flags and device are not used:
         workers build their own engine and seed each group by job) plus the policy, tokenizer, engine name and
-        batch size the workers are built from."""
+        batch size the workers are built from; with `ray_address`, the workers are Ray actors."""
         from rlvr.models.lora import is_lora
 
         if world_size() > 1:
@@ -207,7 +248,13 @@ class AsyncCollector:
                                engine_name, batch_size, params, seed,
                                max(1, (os.cpu_count() or 2) // (num_workers + 1)), encode,
                                {t: task for t, task in enumerate(tasks) if isinstance(task, EnvTask)})
-        self.store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
+        self.launcher, self.host = None, "127.0.0.1"
+        if ray_address is not None:
+            from rlvr.rollout.ray_workers import RayLauncher
+
+            self.launcher = RayLauncher(ray_address, ray_num_cpus)
+            self.host = self.launcher.host
+        self.store = dist.TCPStore(self.host, 0, is_master=True, wait_for_workers=False,
                                    timeout=datetime.timedelta(seconds=WEIGHT_SYNC_TIMEOUT_S))
         self.lock = threading.Condition()  # guards the worker table, jobs, pending prompts and ready groups
         self.pending: deque[tuple[int, Any, list[int]]] = deque()  # drawn prompts not yet sent to a worker
@@ -227,19 +274,14 @@ class AsyncCollector:
     # ------------------------------------------------------------------ workers and weights
 
     def _start_worker(self, index: int, incarnation: int) -> _Worker:
-        """A fresh `python -m rlvr.rollout.workers` (a plain subprocess, like the reward workers: the user's
-        __main__ is never re-imported) in its own session, talking over a socket pair."""
-        parent, child = socket.socketpair()
-        process = subprocess.Popen([sys.executable, "-m", "rlvr.rollout.workers", str(child.fileno())],
-                                   pass_fds=[child.fileno()], start_new_session=True, stdin=subprocess.DEVNULL)
-        child.close()
-        conn = Connection(parent.detach())
+        """A fresh worker (a subprocess, or a Ray actor), sent its spec; returns once it has built its policy."""
+        conn, process = self.launcher.launch() if self.launcher is not None else launch_subprocess()
         prefix = f"worker{index}-{incarnation}"
-        send(conn, (self.spec, "127.0.0.1", self.store.port, prefix))
+        send(conn, (self.spec, self.host, self.store.port, prefix))
         deadline = time.monotonic() + WEIGHT_SYNC_TIMEOUT_S
         while not conn.poll(0.5):
             if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
+                process.stop()
                 raise RlvrError(f"rollout worker {index} did not start (exit code {process.poll()}); its error is "
                                 "above.")
         receive(conn)  # ready
@@ -281,7 +323,7 @@ class AsyncCollector:
 
     def _replace(self, worker: _Worker) -> None:
         """Start a fresh process in a dead worker's place; its unfinished jobs are generated again there."""
-        _stop(worker.process)
+        worker.process.stop()
         worker.conn.close()
         worker.broken = True
         fresh = self._start_worker(worker.index, worker.incarnation + 1)
@@ -432,7 +474,7 @@ class AsyncCollector:
         return CollectedStep(trained, generated, Scored.concat([g.scored for g in generated]), metrics)
 
     def close(self) -> None:
-        """Stop the workers (and their weight sender threads)."""
+        """Stop the workers (and their weight sender threads), and a Ray instance the collector started."""
         self.closed = True
         for worker in self.workers:
             try:
@@ -440,21 +482,10 @@ class AsyncCollector:
             except OSError:
                 pass
         for worker in self.workers:
-            _stop(worker.process)
+            worker.process.stop()
             worker.conn.close()
-
-
-def _stop(process: subprocess.Popen) -> None:
-    """Wait briefly for a worker to exit, then kill its whole process group."""
-    try:
-        process.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        pass
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    process.wait(timeout=10)
+        if self.launcher is not None:
+            self.launcher.close()
 
 
 if __name__ == "__main__":
