@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from rlvr.algorithms.groups import group_moments, group_stats
 from rlvr.algorithms.settings import AlgorithmSettings
 from rlvr.registry import Registry
 
@@ -49,13 +50,9 @@ def keyed_normalize(values: Tensor, keys: list[Hashable], unbiased: bool, eps: f
     compare with: the entry carries no signal of its own)."""
     index = {key: i for i, key in enumerate(dict.fromkeys(keys))}
     ids = torch.tensor([index[k] for k in keys], dtype=torch.long, device=values.device)
-    _, inverse, counts = torch.unique(ids, return_inverse=True, return_counts=True)
-    n = counts.to(values.dtype)
-    sums = torch.zeros(len(counts), dtype=values.dtype, device=values.device).index_add(0, inverse, values)
-    means = sums / n
-    sq = torch.zeros_like(sums).index_add(0, inverse, (values - means[inverse]) ** 2)
-    stds = (sq / ((n - 1).clamp(min=1) if unbiased else n)).sqrt()
+    means, stds, inverse = group_moments(values, ids, unbiased)
     out = (values - means[inverse]) / (stds[inverse] + eps)
+    counts = torch.bincount(inverse)
     return torch.where(counts[inverse] > 1, out, torch.zeros_like(out))
 
 
@@ -70,20 +67,13 @@ def _per_turn(inp: TurnInputs, values: Tensor, key_of, cfg: AlgorithmSettings) -
     return out
 
 
-def episode_stats(scores: Tensor, group_ids: Tensor, cfg: AlgorithmSettings) -> tuple[Tensor, Tensor]:
-    """Per-episode mean and std of its group's scores, as GRPO takes them (a group of one: mean 0, std 1)."""
-    from rlvr.algorithms.advantages import group_stats  # advantages imports this module
-
-    return group_stats(scores, group_ids, cfg.std_unbiased)
-
-
 @TURN_CREDIT.register("returns")
 def returns_credit(inp: TurnInputs, cfg: AlgorithmSettings) -> Tensor:
     """Per-turn discounted returns against the episode baseline: A_{i,t} = (G_{i,t} - mean_g R) / (std_g R + eps),
     G_{i,t} = sum_{k>=t} turn_gamma^(k-t) r_{i,k}, R_j = G_{j,0}. A turn is not credited with rewards earned before
     it; with turn_gamma = 1 and the reward on the last turn this is GRPO exactly."""
     g = turn_returns(inp.rewards, inp.turn_mask, cfg.turn_gamma)
-    mean, std = episode_stats(g[:, 0], inp.group_ids, cfg)
+    mean, std = group_stats(g[:, 0], inp.group_ids, cfg.std_unbiased)  # GRPO's: a group of one has mean 0, std 1
     return (g - mean[:, None]) / (std[:, None] + cfg.advantage_epsilon) * inp.turn_mask
 
 
@@ -107,7 +97,7 @@ def gigpo_credit(inp: TurnInputs, cfg: AlgorithmSettings) -> Tensor:
     form a step group, A^S_{i,t} = (G_{i,t} - mean_step G) / (std_step G + eps) with discounted returns G (0 for a
     step group of one); omega = gigpo_step_weight."""
     total = (inp.rewards * inp.turn_mask).sum(-1)
-    mean, std = episode_stats(total, inp.group_ids, cfg)
+    mean, std = group_stats(total, inp.group_ids, cfg.std_unbiased)
     episode = (total - mean) / (std + cfg.advantage_epsilon)
     g = turn_returns(inp.rewards, inp.turn_mask, cfg.turn_gamma)
     groups = inp.group_ids.tolist()

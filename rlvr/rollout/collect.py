@@ -100,7 +100,17 @@ def make_collector(max_staleness: int, **kwargs):
         return StepCollector(**kwargs)
     from rlvr.rollout.workers import AsyncCollector
 
-    return AsyncCollector(max_staleness=max_staleness, **kwargs)
+    address, num_cpus = kwargs.pop("ray_address", None), kwargs.pop("ray_num_cpus", None)
+    if address is not None:
+        from rlvr.rollout.ray_workers import RayLauncher
+
+        kwargs["launcher"] = RayLauncher(address, num_cpus)
+    try:
+        return AsyncCollector(max_staleness=max_staleness, **kwargs)
+    except BaseException:
+        if kwargs.get("launcher") is not None:
+            kwargs["launcher"].close()  # a Ray instance started for the workers
+        raise
 
 
 ASYNC_ONLY = ("model", "tokenizer", "engine_name", "batch_size", "num_workers", "ray_address", "ray_num_cpus")

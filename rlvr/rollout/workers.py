@@ -227,11 +227,11 @@ class AsyncCollector:
 
     def __init__(self, *, encode, tasks, sampler, group_filter, stats, composer, params, prompts_per_step: int,
                  max_rounds: int, seed: int, max_staleness: int, model, tokenizer, engine_name: str, batch_size: int,
-                 num_workers: int, ray_address: str | None = None, ray_num_cpus: int | None = None,
-                 **_in_process_only):
+                 num_workers: int, launcher=None, **_in_process_only):
         """The StepCollector's arguments (the in-process engine, per-group seeding flags and device are not used:
         workers build their own engine and seed each group by job) plus the policy, tokenizer, engine name and
-        batch size the workers are built from; with `ray_address`, the workers are Ray actors."""
+        batch size the workers are built from; `launcher` starts the workers elsewhere (RayLauncher: Ray actors),
+        None as local subprocesses."""
         from rlvr.models.lora import is_lora
 
         if world_size() > 1:
@@ -248,12 +248,8 @@ class AsyncCollector:
                                engine_name, batch_size, params, seed,
                                max(1, (os.cpu_count() or 2) // (num_workers + 1)), encode,
                                {t: task for t, task in enumerate(tasks) if isinstance(task, EnvTask)})
-        self.launcher, self.host = None, "127.0.0.1"
-        if ray_address is not None:
-            from rlvr.rollout.ray_workers import RayLauncher
-
-            self.launcher = RayLauncher(ray_address, ray_num_cpus)
-            self.host = self.launcher.host
+        self.launcher = launcher
+        self.host = launcher.host if launcher is not None else "127.0.0.1"
         self.store = dist.TCPStore(self.host, 0, is_master=True, wait_for_workers=False,
                                    timeout=datetime.timedelta(seconds=WEIGHT_SYNC_TIMEOUT_S))
         self.lock = threading.Condition()  # guards the worker table, jobs, pending prompts and ready groups
