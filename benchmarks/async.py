@@ -8,6 +8,10 @@ Two workloads:
 - code: stdin/stdout programs scored by running them in the sandbox (the code_io task, 3 cases per problem): a slow
   verifier, where scoring overlapped with generation and generation ahead of training should matter most. The tiny
   model writes no correct programs, so only throughput is compared (trained samples/s).
+- episodes: an environment task, 'try again' episodes (recipes/try_again.yaml: 2-digit addition, up to 3 attempts,
+  8 prompts x 8 episodes per step) from the recipe's untrained tiny model, with turn-level credit
+  (algorithm.turn_credit=turn_baseline); episodes vary in length, so generating ahead should pay. Reported:
+  trained samples (episodes) per second and the training episodes' accuracy (success within 3 attempts) per step.
 
 Asynchronous runs use --workers rollout worker processes and TIS correction (algorithm.rollout_correction=tis);
 everything else is the synchronous recipe. The figures are only as quiet as the machine: we print the load average
@@ -15,8 +19,9 @@ before and after each run, and the CPU time used per trained sample (trainer, ro
 machine shared with other jobs, a run with more processes gets a larger share of the cores, so a wall-time gain
 with equal CPU per sample is partly that share.
 
-Run:  .venv/bin/python benchmarks/async.py                       (quickstart 60 steps + code 12 steps)
+Run:  .venv/bin/python benchmarks/async.py                       (quickstart 60 steps + code 12 + episodes 12)
       .venv/bin/python benchmarks/async.py --steps 30 --code-steps 6 --modes 0,1
+      .venv/bin/python benchmarks/async.py --only episodes --episode-steps 20 --modes 0,1
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ from pathlib import Path
 
 from rlvr.config import load_config
 from rlvr.quickstart import RECIPE
+
+TRY_AGAIN = Path(__file__).resolve().parent.parent / "recipes" / "try_again.yaml"
 
 CODE_PROBLEMS = [  # (statement, function of the input lines -> expected output)
     ("Read two integers a and b on one line and print a + b.", lambda a, b: a + b),
@@ -136,12 +143,29 @@ def code(args, out: Path, modes: list[int]) -> dict:
     return {"modes": results}
 
 
+def episodes(args, out: Path, modes: list[int]) -> dict:
+    results = {}
+    for k in modes:
+        before = load()
+        rows, wall, cpu = train(TRY_AGAIN, [f"tracking.output_dir={out / f'episodes-k{k}'}", f"steps={args.episode_steps}",
+                                            "eval.every_steps=0", "algorithm.turn_credit=turn_baseline",
+                                            *mode_overrides(k, args.workers)])
+        trained = [r for r in rows if r["step"] > 0]
+        samples = len(trained) * 8 * 8
+        results[k] = {"wall_s": wall, "samples_per_s": samples / wall, "load": f"{before} -> {load()}",
+                      "staleness_mean": _mean(rows, "policy/staleness_mean"), "cpu_ms_per_sample": 1e3 * cpu / samples,
+                      "accuracy": [round(r["accuracy"], 3) for r in trained],
+                      "turns": _mean(rows, "reward/verifier/turns")}
+        print(f"  episodes k={k}: {wall:.0f} s, load {results[k]['load']}", flush=True)
+    return {"modes": results}
+
+
 def _mean(rows: list[dict], key: str) -> float:
     values = [r[key] for r in rows if r.get(key) is not None]
     return sum(values) / len(values) if values else float("nan")
 
 
-def report(qs: dict | None, cd: dict | None, modes: list[int]) -> None:
+def report(qs: dict | None, cd: dict | None, ep: dict | None, modes: list[int]) -> None:
     base = modes[0]
     if qs:
         print(f"\nquickstart: target held-out accuracy {qs['target']:.3f}")
@@ -160,6 +184,15 @@ def report(qs: dict | None, cd: dict | None, modes: list[int]) -> None:
             ratio = r["samples_per_s"] / cd["modes"][base]["samples_per_s"]
             print(f"{'sync' if k == 0 else f'max_staleness={k}':<16}{r['wall_s']:>8.0f}{r['samples_per_s']:>11.2f}"
                   f"{ratio:>8.2f}{r['cpu_ms_per_sample']:>15.1f}{r['staleness_mean']:>11.2f}")
+    if ep:
+        print("\nepisodes ('try again', up to 3 turns; accuracy: training episodes solved within 3 attempts, per step)")
+        print(f"{'mode':<16}{'wall s':>8}{'samples/s':>11}{'x sync':>8}{'CPU ms/sample':>15}{'staleness':>11}"
+              f"{'turns':>7}  accuracy per step")
+        for k, r in ep["modes"].items():
+            ratio = r["samples_per_s"] / ep["modes"][base]["samples_per_s"]
+            print(f"{'sync' if k == 0 else f'max_staleness={k}':<16}{r['wall_s']:>8.0f}{r['samples_per_s']:>11.2f}"
+                  f"{ratio:>8.2f}{r['cpu_ms_per_sample']:>15.1f}{r['staleness_mean']:>11.2f}{r['turns']:>7.2f}  "
+                  f"{' '.join(f'{a:.2f}' for a in r['accuracy'])}")
 
 
 def plot(qs: dict, path: Path) -> None:
@@ -190,17 +223,20 @@ def main() -> None:
     parser.add_argument("--modes", default="0,1,2", help="max_staleness values; the first is the baseline")
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--target", type=float, default=None)
-    parser.add_argument("--skip", choices=["quickstart", "code"], default=None)
+    parser.add_argument("--episode-steps", type=int, default=12)
+    parser.add_argument("--only", choices=["quickstart", "code", "episodes"], nargs="+",
+                        default=["quickstart", "code", "episodes"], help="the workloads to run")
     parser.add_argument("--output", default="runs/bench-async")
     args = parser.parse_args()
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
     modes = [int(k) for k in args.modes.split(",")]
     print(f"cpus {os.cpu_count()}, load average {load()}", flush=True)
-    qs = quickstart(args, out, modes) if args.skip != "quickstart" else None
-    cd = code(args, out, modes) if args.skip != "code" else None
-    report(qs, cd, modes)
-    (out / "results.json").write_text(json.dumps({"quickstart": qs, "code": cd}, indent=2))
+    qs = quickstart(args, out, modes) if "quickstart" in args.only else None
+    cd = code(args, out, modes) if "code" in args.only else None
+    ep = episodes(args, out, modes) if "episodes" in args.only else None
+    report(qs, cd, ep, modes)
+    (out / "results.json").write_text(json.dumps({"quickstart": qs, "code": cd, "episodes": ep}, indent=2))
     if qs:
         plot(qs, out / "async.png")
         print(f"plot: {out / 'async.png'}")

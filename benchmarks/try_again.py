@@ -12,6 +12,7 @@ the SFT and final models' second attempts with answering afresh (does the model 
 
     python benchmarks/try_again.py  # seeds 0 1 2
     python benchmarks/try_again.py --seeds 0 --steps 300 data.tasks.0.env.args.discount=0.5  # an ablation
+    python benchmarks/try_again.py --out runs/try_again_turns algorithm.turn_credit=turn_baseline  # turn-level credit
 """
 
 from __future__ import annotations

@@ -137,7 +137,7 @@ def test_killed_worker_is_replaced_and_nothing_is_trained_twice(fast_config):
     # A late answer for a job already received (a dead worker's) is dropped: nothing is scored or trained twice.
     scoring, ready = collector.scoring, len(collector.ready)
     with collector.lock:
-        collector._receive(collector.workers[0], ("done", 0, 0, [trained[0].completions]))
+        collector._receive(collector.workers[0], ("done", 0, 0, [trained[0].prompt_ids], [trained[0].completions]))
     assert (collector.scoring, len(collector.ready)) == (scoring, ready)
 
 
@@ -145,7 +145,36 @@ def test_async_refuses_what_it_cannot_do(fast_config):
     cfg = build_config(fast_config(rollout={"max_staleness": 1}, model={"lora": {"r": 4}}))
     with pytest.raises(ConfigError, match="lora"):
         Trainer(cfg)
-    cfg = build_config(fast_config(rollout={"max_staleness": 1}, data={"tasks": [
-        {"name": "arithmetic", "args": {"max_operand": 9}, "env": {"name": "try_again"}}]}))
-    with pytest.raises(ConfigError, match="multi-turn episodes"):
-        Trainer(cfg)
+
+
+def test_episodes_train_asynchronously_no_older_than_max_staleness(fast_config):
+    """Environment tasks in the asynchronous pipeline: workers play whole episodes with one policy version, and no
+    trained episode was started by weights more than max_staleness updates old (a plain task shares the steps)."""
+    from rlvr.rollout.episodes import Episode
+
+    k = 1
+    tasks = [{"name": "arithmetic", "args": {"max_operand": 9, "eval_size": 10},
+              "env": {"name": "try_again", "max_turns": 3, "max_tokens": 24}},
+             {"name": "arithmetic", "args": {"max_operand": 9, "eval_size": 10}, "label": "plain"}]
+    cfg = build_config(fast_config(steps=4, rollout={"max_staleness": k, "batch_size": 4},
+                                   data={"tasks": tasks}, algorithm={"turn_credit": "turn_baseline"}))
+    trainer = Trainer(cfg)
+    seen = []
+    collect = trainer.collector.collect
+
+    def recording(step):
+        out = collect(step)
+        seen.append((step, out.trained))
+        return out
+
+    trainer.collector.collect = recording
+    trainer.fit()
+    episodes = [(step, g) for step, groups in seen for g in groups if isinstance(g.completions[0], Episode)]
+    assert episodes and any(c.turns > 1 for _, g in episodes for c in g.completions)
+    ages = [step - 1 - g.version for step, groups in seen for g in groups]
+    assert min(ages) >= 0 and max(ages) <= k
+    assert max(step - 1 - g.version for step, g in episodes) == k  # episodes do run ahead of the trainer
+    for _, g in episodes:  # a worker's episode: its prompt is the rendered opening, its turns recorded
+        assert all(c.policy_mask is not None and len(c.turn_starts) == c.turns for c in g.completions)
+    rows = _rows(trainer.out)
+    assert [r["step"] for r in rows] == [1, 2, 3, 4] and max(r["policy/staleness_max"] for r in rows) <= k

@@ -1,5 +1,5 @@
-"""Algorithm math as pure, registered functions: advantage estimators, policy losses, KL, aggregation,
-token selection, and named presets.
+"""Algorithm math as pure, registered functions: advantage estimators, turn-level credit, policy losses, KL,
+aggregation, token selection, and named presets.
 
 Imports nothing of rlvr but the registry and errors: the math knows no config, model or trainer."""
 
@@ -9,12 +9,15 @@ from rlvr.algorithms.kl import KL_ESTIMATORS, AdaptiveKLController, kl_penalized
 from rlvr.algorithms.losses import POLICY_LOSSES
 from rlvr.algorithms.presets import PRESETS, get_preset
 from rlvr.algorithms.token_selection import high_entropy_token_mask, overlong_mask
+from rlvr.algorithms.turn_credit import TURN_CREDIT, TurnInputs
 
 __all__ = [
     "ADVANTAGES",
     "POLICY_LOSSES",
     "KL_ESTIMATORS",
     "PRESETS",
+    "TURN_CREDIT",
+    "TurnInputs",
     "AdvantageInputs",
     "AdaptiveKLController",
     "aggregate",

@@ -13,7 +13,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from rlvr.algorithms.groups import group_moments, group_stats
 from rlvr.algorithms.settings import AlgorithmSettings
+from rlvr.algorithms.turn_credit import TurnInputs, apply_turn_credit
 from rlvr.registry import Registry
 
 ADVANTAGES: Registry = Registry("advantage estimator")
@@ -29,6 +31,7 @@ class AdvantageInputs:
     uids: list[str] | None = None  # prompt uid per sample (for history)
     token_rewards: Tensor | None = None  # [N, C]; default: score on each sample's last valid token
     history: dict | None = None  # per-prompt cross-step stats; an estimator that needs it returns the updated copy
+    turns: TurnInputs | None = None  # the multi-turn episodes among the samples (for algorithm.turn_credit)
 
 
 def last_token_rewards(scores: Tensor, mask: Tensor) -> Tensor:
@@ -47,32 +50,6 @@ def sample_rewards(inp: AdvantageInputs) -> Tensor:
     if inp.token_rewards is None:
         return inp.scores
     return (inp.token_rewards * inp.mask).sum(-1)
-
-
-def group_moments(
-    scores: Tensor, group_ids: Tensor, unbiased: bool, virtual_reward: float | None = None
-) -> tuple[Tensor, Tensor, Tensor]:
-    """Per-group (mean, std, group index of each sample), optionally with one virtual sample of reward
-    `virtual_reward` added to every group. A group of one real sample and no virtual one has std 0."""
-    _, inverse, counts = torch.unique(group_ids, return_inverse=True, return_counts=True)
-    n = counts.to(scores.dtype)
-    zeros = torch.zeros(len(counts), dtype=scores.dtype, device=scores.device)
-    sums = zeros.index_add(0, inverse, scores)
-    if virtual_reward is not None:
-        sums, n = sums + virtual_reward, n + 1
-    means = sums / n
-    sq = zeros.index_add(0, inverse, (scores - means[inverse]) ** 2)
-    if virtual_reward is not None:
-        sq = sq + (virtual_reward - means) ** 2
-    denom = (n - 1).clamp(min=1) if unbiased else n
-    return means, (sq / denom).sqrt(), inverse
-
-
-def group_stats(scores: Tensor, group_ids: Tensor, unbiased: bool) -> tuple[Tensor, Tensor]:
-    """Per-sample mean and std of its group. A group of one has mean 0 and std 1 (verl's convention)."""
-    means, stds, inverse = group_moments(scores, group_ids, unbiased)
-    single = torch.bincount(inverse)[inverse] == 1
-    return means[inverse].masked_fill(single, 0.0), stds[inverse].masked_fill(single, 1.0)
 
 
 def masked_whiten(values: Tensor, mask: Tensor, unbiased: bool, eps: float) -> Tensor:
@@ -96,9 +73,12 @@ def apply_sign_weights(advantages: Tensor, positive_weight: float, negative_weig
 
 
 def compute_advantages(inp: AdvantageInputs, cfg: AlgorithmSettings) -> tuple[Tensor, dict | None]:
-    """The configured estimator followed by the per-sign weights: the one call the trainer makes.
-    Returns the advantages and the history to pass next step (unchanged for stateless estimators)."""
+    """The configured estimator, turn-level credit on the episode rows when `turn_credit` is set (other rows keep
+    the estimator's), then the per-sign weights: the one call the trainer makes. Returns the advantages and the
+    history to pass next step (unchanged for stateless estimators)."""
     advantages, history = ADVANTAGES.get(cfg.advantage)(inp, cfg)
+    if cfg.turn_credit is not None and inp.turns is not None:
+        advantages = apply_turn_credit(advantages, inp.turns, cfg)
     weighted = apply_sign_weights(advantages, cfg.positive_weight, cfg.negative_weight)
     return weighted, (inp.history if history is None else history)
 

@@ -22,3 +22,6 @@ class AlgorithmSettings(Protocol):
     dual_clip_c: float | None  # dual-clip bound for negative advantages
     cispo_two_sided: bool  # CISPO: also clip from below
     dcpo_ratio_max: float  # DCPO: ceiling of the dynamic upper bound
+    turn_credit: str | None  # a registered turn-level credit for episode rows, None: the estimator's on every token
+    turn_gamma: float  # discount per assistant turn of the turn returns
+    gigpo_step_weight: float  # GiGPO's omega: weight of the step-level (anchor-state) advantage

@@ -78,7 +78,7 @@ def cmd_tasks(args) -> None:
 
 
 def cmd_algorithms(args) -> None:
-    from rlvr.algorithms import ADVANTAGES, KL_ESTIMATORS, POLICY_LOSSES, PRESETS
+    from rlvr.algorithms import ADVANTAGES, KL_ESTIMATORS, POLICY_LOSSES, PRESETS, TURN_CREDIT
     from rlvr.curriculum import GROUP_FILTERS, SAMPLERS
 
     print("presets (algorithm.preset=NAME):")
@@ -86,7 +86,8 @@ def cmd_algorithms(args) -> None:
         p = PRESETS[name]
         needs = f" [also: {', '.join(p.requires)}]" if p.requires else ""
         print(f"  {name:16s} {p.paper}: {p.description}{needs}")
-    for title, reg in (("advantage estimators", ADVANTAGES), ("policy losses", POLICY_LOSSES),
+    for title, reg in (("advantage estimators", ADVANTAGES), ("turn-level credit (algorithm.turn_credit)", TURN_CREDIT),
+                       ("policy losses", POLICY_LOSSES),
                        ("KL estimators", KL_ESTIMATORS), ("prompt samplers (data.sampler)", SAMPLERS),
                        ("group filters (data.filter)", GROUP_FILTERS)):
         print(f"{title}:")

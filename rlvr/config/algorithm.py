@@ -82,6 +82,15 @@ class AlgorithmConfig(Section):
     ngrpo_max_reward: float = Field(1.0, description="Reward of NGRPO's virtual sample added to every group.")
     positive_weight: float = Field(1.0, ge=0, description="Multiplies positive advantages (PSR weight).")
     negative_weight: float = Field(1.0, ge=0, description="Multiplies negative advantages (NSR weight).")
+    turn_credit: str | None = Field(
+        None, description="Turn-level credit for multi-turn episodes (docs/algorithms.md): returns (per-turn "
+        "discounted returns, episode baseline), turn_baseline (baseline per turn index over the group's episodes) or "
+        "gigpo (episode plus anchor-state step groups); each token gets its turn's advantage. Samples of tasks "
+        "without an environment keep the estimator's. None: the episode's advantage on every token.")
+    turn_gamma: float = Field(1.0, ge=0, le=1, description="Discount per assistant turn of the turn returns "
+        "(turn_credit).")
+    gigpo_step_weight: float = Field(1.0, ge=0, description="GiGPO's omega: weight of the step-level (anchor-state "
+        "group) advantage added to the episode-level one (turn_credit=gigpo).")
     policy_loss: str = Field("ppo_clip", description="A registered policy loss (see `rlvr algorithms`).")
     clip_eps_low: float = Field(0.2, ge=0, description="PPO clip: ratio floor 1 - clip_eps_low.")
     clip_eps_high: float = Field(0.2, ge=0, description="PPO clip: ratio ceiling 1 + clip_eps_high (0.28: DAPO "
@@ -139,6 +148,24 @@ class AlgorithmConfig(Section):
                 f"unknown algorithm preset '{name}'.{did_you_mean(name, PRESETS)} Available: {', '.join(sorted(PRESETS))}"
             )
         return name
+
+
+    @field_validator("turn_credit")
+    @classmethod
+    def _known_turn_credit(cls, name: str | None) -> str | None:
+        from rlvr.algorithms.turn_credit import TURN_CREDIT
+
+        if name is not None and name not in TURN_CREDIT:
+            raise ValueError(f"unknown turn credit '{name}'.{did_you_mean(name, TURN_CREDIT.names())} Available: "
+                             f"{', '.join(TURN_CREDIT.names())}")
+        return name
+
+    @model_validator(mode="after")
+    def _turn_credit_without_kl_reward(self) -> AlgorithmConfig:
+        if self.turn_credit is not None and self.kl_coef > 0 and self.kl_placement == "reward":
+            raise ValueError("turn_credit does not combine with kl_placement='reward' (the KL penalty is a token "
+                             "reward the turn returns do not read); use kl_placement='loss'.")
+        return self
 
 
 class OptimConfig(Section):

@@ -27,11 +27,12 @@ class DistributedConfig(Section):
 
 
 class ClusterConfig(Section):
-    """A Ray cluster for reward scoring (the 'ray' extra)."""
+    """A Ray cluster for reward scoring and, with rollout.max_staleness > 0, the rollout workers (the 'ray' extra)."""
 
     ray_address: str | None = Field(
         None, description="None: no Ray; 'auto': join the running cluster (ray start --head); 'local': start a "
-        "local Ray in this process; or a cluster address such as 'ray://host:10001'."
+        "local Ray in this process; or a cluster address such as 'ray://host:10001'. With rollout.max_staleness > 0 "
+        "the rollout workers run as Ray actors there (docs/async.md)."
     )
     num_cpus: int | None = Field(None, gt=0, description="CPUs of a local Ray (ray_address=local); default: all.")
     chunk_size: int = Field(32, gt=0, description="Reward requests per Ray task.")

@@ -99,13 +99,23 @@ class StepCollector:
 
 def make_collector(max_staleness: int, **kwargs):
     """The synchronous `StepCollector` for max_staleness 0; the asynchronous pipeline of rollout worker processes
-    (rlvr.rollout.workers) for max_staleness > 0."""
+    (rlvr.rollout.workers; Ray actors with a ray_address) for max_staleness > 0."""
     if max_staleness == 0:
         kwargs = {k: v for k, v in kwargs.items() if k not in ASYNC_ONLY}
         return StepCollector(**kwargs)
     from rlvr.rollout.workers import AsyncCollector
 
-    return AsyncCollector(max_staleness=max_staleness, **kwargs)
+    address, num_cpus = kwargs.pop("ray_address", None), kwargs.pop("ray_num_cpus", None)
+    if address is not None:
+        from rlvr.rollout.ray_workers import RayLauncher
+
+        kwargs["launcher"] = RayLauncher(address, num_cpus)
+    try:
+        return AsyncCollector(max_staleness=max_staleness, **kwargs)
+    except BaseException:
+        if kwargs.get("launcher") is not None:
+            kwargs["launcher"].close()  # a Ray instance started for the workers
+        raise
 
 
-ASYNC_ONLY = ("model", "tokenizer", "engine_name", "batch_size", "num_workers")
+ASYNC_ONLY = ("model", "tokenizer", "engine_name", "batch_size", "num_workers", "ray_address", "ray_num_cpus")

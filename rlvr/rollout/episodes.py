@@ -13,7 +13,9 @@ episode's samples do not depend on which other episodes share the batch.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 
 import torch
@@ -35,6 +37,12 @@ class Episode(Completion):
     turns: int = 0  # assistant turns
     reward: float = 0.0  # by the task's env.reward rule
     success: bool = False
+    # Per assistant turn (for turn-level credit, rlvr.algorithms.turn_credit): where its tokens start in token_ids,
+    # the turn reward the episode reward counts for it (the outcome is not in it), and its anchor state: the
+    # environment's observation it answers (the opening for the first turn, the environment's reply after).
+    turn_starts: list[int] = field(default_factory=list)
+    turn_rewards: list[float] = field(default_factory=list)
+    anchors: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -52,6 +60,9 @@ class _Running:
     entropies: list[float] = field(default_factory=list)
     messages: list[Message] = field(default_factory=list)
     turn_rewards: list[float] = field(default_factory=list)
+    turn_starts: list[int] = field(default_factory=list)
+    anchors: list[str] = field(default_factory=list)
+    observation: str = ""  # the anchor state of the next turn
     turns: int = 0
     done: bool = False
     truncated: bool = False
@@ -77,11 +88,13 @@ class EpisodeRunner:
         self.tokenizer = encode.tokenizer
         self.renderer = ChatRenderer(encode.tokenizer, encode.use_template, encode.system_prompt, encode.template_kwargs)
 
-    def generate(self, work: list[tuple[Task, Problem]], params: SamplingParams,
-                 generators: list[torch.Generator] | None = None, where: str = "problem"
-                 ) -> tuple[list[list[int]], list[list[Completion]]]:
+    def generate(self, work: list[tuple[Task | None, Problem]], params: SamplingParams,
+                 generators: list[torch.Generator] | None = None, where: str = "problem",
+                 encoded: list[list[int]] | None = None) -> tuple[list[list[int]], list[list[Completion]]]:
         """Prompt ids and completions for each work item; with `generators` (one per item), item i's samples
-        depend on generators[i] alone."""
+        depend on generators[i] alone. With `encoded` (the prompt ids of every item), the items of tasks without an
+        environment are not encoded again and may name no task (None: a rollout worker holds environment tasks
+        only)."""
         plain = [i for i, (task, _) in enumerate(work) if not isinstance(task, EnvTask)]
         played = [i for i, (task, _) in enumerate(work) if isinstance(task, EnvTask)]
         prompts: list[list[int]] = [[] for _ in work]
@@ -89,7 +102,8 @@ class EpisodeRunner:
         pick = (lambda rows: [generators[i] for i in rows]) if generators is not None else (lambda rows: None)
         for i in plain:
             task, p = work[i]
-            prompts[i] = self.encode(p.prompt, where=f"task {task.label}, {where} {p.uid}")
+            prompts[i] = encoded[i] if encoded is not None else \
+                self.encode(p.prompt, where=f"task {task.label}, {where} {p.uid}")
         if plain:
             for i, group in zip(plain, self.engine.generate([prompts[i] for i in plain], params, pick(plain))):
                 groups[i] = group
@@ -109,7 +123,8 @@ class EpisodeRunner:
             yield self.generate(work[i : i + per_batch], params,
                                 generators[i : i + per_batch] if generators is not None else None, where)
 
-    def _open(self, task: EnvTask, problem: Problem, n: int, where: str) -> tuple[list[Environment], list[int]]:
+    def _open(self, task: EnvTask, problem: Problem, n: int, where: str
+              ) -> tuple[list[Environment], list[int], str]:
         envs = [task.make_env(problem) for _ in range(n)]
         openings = [env.reset() for env in envs]
         if any(o != openings[0] for o in openings):
@@ -119,7 +134,7 @@ class EpisodeRunner:
         if len(prompt) > self.encode.max_tokens:
             raise DataError(f"Opening prompt of task {task.label}, {where} {problem.uid} has {len(prompt)} tokens, "
                             f"over the limit of {self.encode.max_tokens} ({self.encode.limit_source}).")
-        return envs, prompt
+        return envs, prompt, anchor_state(openings[0])
 
     def play(self, work: list[tuple[EnvTask, Problem]], params: SamplingParams,
              generators: list[torch.Generator] | None = None, where: str = "problem"
@@ -128,37 +143,46 @@ class EpisodeRunner:
         n = params.n
         prompts, running = [], []
         for task, problem in work:
-            envs, prompt = self._open(task, problem, n, where)
+            envs, prompt, opening = self._open(task, problem, n, where)
             prompts.append(prompt)
             budget = task.config.max_tokens or task.config.max_turns * params.max_new_tokens
-            running += [_Running(env, task, prompt, budget) for env in envs]
+            running += [_Running(env, task, prompt, budget, observation=opening) for env in envs]
         try:
-            longest = max(r.budget for r in running)
-            first = self.engine.generate(prompts, replace(params, max_new_tokens=min(params.max_new_tokens, longest)),
-                                         generators)
-            if generators is not None:  # each episode's own stream for later turns, drawn from its group's
-                for g, gen in enumerate(generators):
-                    seeds = torch.randint(2**62, (n,), generator=gen, device=gen.device).tolist()
-                    for j, seed in enumerate(seeds):
-                        running[g * n + j].generator = torch.Generator(gen.device).manual_seed(seed)
-            for r, completion in zip(running, (c for group in first for c in group)):
-                self._after_turn(r, completion)
-            while live := [r for r in running if not r.done]:
-                turn = replace(params, n=1, max_new_tokens=min(params.max_new_tokens, max(r.left for r in live)))
-                gens = [r.generator for r in live] if generators is not None else None
-                out = self.engine.generate([r.prompt + r.ids for r in live], turn, gens)
-                for r, group in zip(live, out):
-                    self._after_turn(r, group[0])
-            finished = [self._finish(r) for r in running]
+            with getattr(self.engine, "session", nullcontext)():  # an engine that keeps caches across turns
+                finished = self._play(running, prompts, params, generators)
         finally:
             for r in running:
                 r.env.close()
         return prompts, [finished[g * n : (g + 1) * n] for g in range(len(work))]
 
+    def _play(self, running: list[_Running], prompts: list[list[int]], params: SamplingParams,
+              generators: list[torch.Generator] | None) -> list[Episode]:
+        """Every episode's turns until it ends, live episodes batched in one engine call per turn."""
+        n = params.n
+        longest = max(r.budget for r in running)
+        first = self.engine.generate(prompts, replace(params, max_new_tokens=min(params.max_new_tokens, longest)),
+                                     generators)
+        if generators is not None:  # each episode's own stream for later turns, drawn from its group's
+            for g, gen in enumerate(generators):
+                seeds = torch.randint(2**62, (n,), generator=gen, device=gen.device).tolist()
+                for j, seed in enumerate(seeds):
+                    running[g * n + j].generator = torch.Generator(gen.device).manual_seed(seed)
+        for r, completion in zip(running, (c for group in first for c in group)):
+            self._after_turn(r, completion)
+        while live := [r for r in running if not r.done]:
+            turn = replace(params, n=1, max_new_tokens=min(params.max_new_tokens, max(r.left for r in live)))
+            gens = [r.generator for r in live] if generators is not None else None
+            out = self.engine.generate([r.prompt + r.ids for r in live], turn, gens)
+            for r, group in zip(live, out):
+                self._after_turn(r, group[0])
+        return [self._finish(r) for r in running]
+
     def _after_turn(self, r: _Running, c: Completion) -> None:
         """Append a sampled turn, let the environment answer, append its reply (or end the episode)."""
         kept = min(len(c.token_ids), r.left)
         ids = c.token_ids[:kept]
+        r.turn_starts.append(len(r.ids))
+        r.anchors.append(r.observation)
         r.append(ids, True, c.logprobs[:kept], c.entropies[:kept] if c.entropies else None)
         r.turns += 1
         text = c.text if kept == len(c.token_ids) else self.tokenizer.decode(ids, skip_special_tokens=True)
@@ -182,15 +206,27 @@ class EpisodeRunner:
             return
         r.append(reply, False)
         r.messages += step.messages
+        r.observation = anchor_state(step.messages)
 
     def _finish(self, r: _Running) -> Episode:
         outcome = r.env.outcome()
         cfg = r.task.config
         reward = REWARD_RULES[cfg.reward](outcome.reward, r.turn_rewards, cfg.gamma)
+        # Each turn's reward as the rule counts it in the episode reward (a cut last turn was never answered).
+        weight = {"final": lambda t: 0.0, "sum": lambda t: 1.0, "discounted": lambda t: cfg.gamma**t}[cfg.reward]
+        stepped = r.turn_rewards + [0.0] * (r.turns - len(r.turn_rewards))
+        turn_rewards = [weight(t) * x for t, x in enumerate(stepped)]
         metrics = {"turns": float(r.turns), **r.env.metrics()}
         answer = next(m["content"] for m in reversed(r.messages) if m["role"] == "assistant")
         return Episode(token_ids=r.ids, text=answer, logprobs=r.logprobs, truncated=r.truncated,
                        entropies=r.entropies, policy_mask=r.policy,
                        fields={"episode_reward": reward, "episode_success": outcome.success,
                                "episode_metrics": metrics},
-                       messages=r.messages, turns=r.turns, reward=reward, success=outcome.success)
+                       messages=r.messages, turns=r.turns, reward=reward, success=outcome.success,
+                       turn_starts=r.turn_starts, turn_rewards=turn_rewards, anchors=r.anchors)
+
+
+def anchor_state(messages: list[Message]) -> str:
+    """A turn's anchor state: the environment's messages it answers, as one string (GiGPO matches turns of a group's
+    episodes that start from equal observations)."""
+    return json.dumps(messages, sort_keys=True, ensure_ascii=False)

@@ -18,13 +18,19 @@ called. The engine itself owns only attention and the KV cache:
 
 The same code runs eagerly on a CPU. Llama, Qwen2, Qwen3 and Mistral decoders are covered; any other model (or a
 sharded one) falls back to the `hf` engine with a one-line message.
+
+Episodes (`session()`): between the turns of multi-turn episodes the cache of each sample row is kept; a later call
+whose prompt extends a kept row's tokens prefills only the new tokens (the last sampled token and the
+environment's reply) after that row's kept keys and values, instead of re-encoding the whole conversation.
 """
 
 from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import partial
 
 import torch
@@ -105,6 +111,16 @@ class KVCache:
         self.position[:m] = self.position.index_select(0, index)
 
 
+@dataclass
+class KeptRow:
+    """A sample row's cache kept for the next turn: the cache row it sits in, the columns holding its tokens' keys
+    and values (in order) and those tokens (its prompt and all but the last sampled token)."""
+
+    slot: int
+    columns: torch.Tensor
+    ids: tuple[int, ...]
+
+
 class StaticCacheEngine(BatchedEngine):
     """Static KV cache and one decode step over the policy's own modules; CUDA graphs on GPU, eager on CPU."""
 
@@ -132,6 +148,21 @@ class StaticCacheEngine(BatchedEngine):
         # Steps run at power-of-two batch sizes over all cache columns (the shapes graphs are captured for); on a
         # CPU, exactly the live rows and the columns in use. Tests turn it on on a CPU to run the CUDA layout.
         self.static_shapes = self.uses_graphs
+        # Multi-turn sessions: `keep_turns` (on by default) keeps rows' caches between the calls of a `session()`.
+        self.keep_turns = True
+        self.keeping = False
+        self.kept: dict[int, dict[tuple[int, ...], KeptRow]] = {}  # by the number of cached tokens
+        self.reused_tokens = 0  # prompt tokens whose keys/values came from a kept row instead of a prefill
+
+    @contextmanager
+    def session(self) -> Iterator[None]:
+        """Calls inside continue the rows of the previous call whose tokens their prompts extend (the weights must
+        not change inside; rlvr.rollout.episodes plays one batch of episodes in one session)."""
+        self.keeping, self.kept = self.keep_turns, {}
+        try:
+            yield
+        finally:
+            self.keeping, self.kept = False, {}
 
     def _window(self, attn) -> int | None:
         """The layer's sliding window (Qwen2/Qwen3 per layer type, Mistral for every layer), or None."""
@@ -276,9 +307,10 @@ class StaticCacheEngine(BatchedEngine):
         self._check_weights()
         return super().generate(prompts, params, generators)
 
-    def _prefill(self, prompts: list[list[int]], n: int, width: int) -> tuple[int, torch.Tensor]:
+    def _prefill(self, prompts: list[list[int]], n: int, width: int) -> tuple[int, torch.Tensor, list[torch.Tensor]]:
         """Fill the cache with the prompts (left-padded to a common length P) and copy each prompt's cache to the
-        rows of its n samples; returns P and the prompts' last logits, one row per sample."""
+        rows of its n samples; returns P, the prompts' last logits, one row per sample, and each sample's prompt
+        columns."""
         device, c = self.device, self.cache
         g, p = len(prompts), max(len(x) for x in prompts)
         ids = torch.full((g, p), self.pad_id, dtype=torch.long)
@@ -300,16 +332,78 @@ class StaticCacheEngine(BatchedEngine):
             c.valid[:rows, :p] = mask.repeat_interleave(n, 0)
             c.position[:rows, :p] = positions.repeat_interleave(n, 0)
         self.positions[:rows] = positions[:, -1].repeat_interleave(n)
-        return p, logits.repeat_interleave(n, 0)
+        columns = [torch.arange(p - len(x), p, device=device) for x in prompts for _ in range(n)]
+        return p, logits.repeat_interleave(n, 0), columns
+
+    def _continuing(self, prompts: list[list[int]], n: int) -> list[KeptRow] | None:
+        """The kept row each prompt extends (by at least one token), or None unless every prompt has one."""
+        if not self.keeping or n != 1 or not self.kept:
+            return None
+        found = []
+        for x in prompts:
+            row = next((kept[key] for length, kept in sorted(self.kept.items(), reverse=True) if length < len(x)
+                        and (key := tuple(x[:length])) in kept), None)
+            if row is None:
+                return None
+            found.append(row)
+        return found
+
+    def _continue(self, prompts: list[list[int]], kept: list[KeptRow], steps: int
+                  ) -> tuple[int, torch.Tensor, list[torch.Tensor], int]:
+        """Prefill only what each prompt adds to its kept row: the kept keys/values move to rows 0..g-1,
+        right-aligned at column H (the longest kept), and the new tokens, left-padded to a common length q, go to
+        columns H..H+q. Returns H + q, the last logits, each row's prompt columns, and the cache width."""
+        device, g = self.device, len(prompts)
+        h = max(len(r.ids) for r in kept)
+        new = [x[len(r.ids):] for x, r in zip(prompts, kept)]
+        q = max(map(len, new))
+        source = torch.zeros((g, h), dtype=torch.long, device=device)
+        held = torch.zeros((g, h), dtype=torch.bool, device=device)
+        for i, r in enumerate(kept):
+            source[i, h - len(r.ids):] = r.columns
+            held[i, h - len(r.ids):] = True
+        slots = torch.tensor([r.slot for r in kept], device=device)
+        c = self.cache
+        gather = source[:, None, :, None].expand(g, self.kv_heads, h, self.head_dim)
+        moved = [buf[slots].gather(2, gather) for buf in c.k + c.v]
+        position = c.position[slots].gather(1, source)
+        self._prepare(bucket_size(g, sys.maxsize, self.static_shapes), h + q + steps)
+        c = self.cache
+        width = c.columns if self.static_shapes else h + q + steps
+        for buf, value in zip(c.k + c.v, moved):
+            buf[:g, :, :h] = value
+        c.valid.zero_()
+        c.valid[:g, :h] = held
+        c.position[:g, :h] = position
+        ids = torch.full((g, q), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((g, q), dtype=torch.bool)
+        positions = torch.zeros((g, q), dtype=torch.long)
+        for i, (x, r) in enumerate(zip(new, kept)):
+            ids[i, q - len(x):] = torch.tensor(x)
+            mask[i, q - len(x):] = True
+            positions[i, q - len(x):] = torch.arange(len(r.ids), len(r.ids) + len(x))
+        ids, mask, positions = ids.to(device), mask.to(device), positions.to(device)
+        c.valid[:g, h : h + q] = mask
+        c.position[:g, h : h + q] = positions
+        logits = self._forward(ids, positions, torch.arange(h, h + q, device=device), width)
+        self.positions[:g] = positions[:, -1]
+        self.reused_tokens += sum(len(r.ids) for r in kept)
+        columns = [torch.cat([torch.arange(h - len(r.ids), h, device=device),
+                              torch.arange(h + q - len(x), h + q, device=device)]) for x, r in zip(new, kept)]
+        return h + q, logits, columns, width
 
     @torch.no_grad()
     def _generate_batch(self, prompts: list[list[int]], params: SamplingParams,
                         generators: list[torch.Generator] | None) -> list[Completion]:
         device, n, steps = self.device, params.n, params.max_new_tokens
         rows = len(prompts) * n
-        self._prepare(bucket_size(rows, sys.maxsize, self.static_shapes), max(len(x) for x in prompts) + steps)
-        width = self.cache.columns if self.static_shapes else max(len(x) for x in prompts) + steps
-        p, logits = self._prefill(prompts, n, width)
+        kept, self.kept = self._continuing(prompts, n), {}
+        if kept is not None:
+            p, logits, prompt_columns, width = self._continue(prompts, kept, steps)
+        else:
+            self._prepare(bucket_size(rows, sys.maxsize, self.static_shapes), max(len(x) for x in prompts) + steps)
+            width = self.cache.columns if self.static_shapes else max(len(x) for x in prompts) + steps
+            p, logits, prompt_columns = self._prefill(prompts, n, width)
         eos = self.eos.to(device)
         # Outputs per sample row, plus one spare row (index `rows`) that padding slots write into.
         tokens = torch.full((rows + 1, steps), self.pad_id, dtype=torch.long, device=device)
@@ -320,6 +414,7 @@ class StaticCacheEngine(BatchedEngine):
         b = bucket_size(rows, self.cache.rows, self.static_shapes)
         slot_rows = torch.full((b,), rows, dtype=torch.long, device=device)  # which sample each batch slot holds
         slot_rows[:rows] = torch.arange(rows, device=device)
+        slot_of = torch.arange(rows, device=device)  # the cache row each sample row sits in
         finished = slot_rows == rows
         self.logits[:rows] = logits
         uniform = torch.zeros(rows + 1, device=device)  # one number per sample row and step (inverse_cdf)
@@ -349,7 +444,12 @@ class StaticCacheEngine(BatchedEngine):
             smaller = bucket_size(len(live), self.cache.rows, self.static_shapes)
             if smaller <= b // 2:  # compaction: the live rows move to the front of a smaller bucket
                 keep = torch.cat([live, live[:1].expand(smaller - len(live))])
+                if self.keeping:  # a permutation instead, so the finished rows' caches survive for the next turn
+                    keep = torch.cat([live, finished.nonzero().flatten()])
+                    moved = slot_of < b
+                    slot_of[moved] = torch.argsort(keep)[slot_of[moved]]
                 self.cache.keep_rows(keep)
+                keep = keep[:smaller]
                 self.positions[:smaller] = self.positions[keep]
                 slot_rows = torch.cat([slot_rows[live], slot_rows.new_full((smaller - len(live),), rows)])
                 tok, finished, b = tok[keep], slot_rows == rows, smaller
@@ -357,7 +457,19 @@ class StaticCacheEngine(BatchedEngine):
             self.positions[:b] += 1
             self.column.fill_(p + step)
             self._run_step(b, width)
+        if self.keeping:
+            self._keep(prompts, n, p, prompt_columns, slot_of, tokens[:rows], lengths[:rows])
         return self._completions(tokens[:rows], logps[:rows], entropies, lengths[:rows], done_rows[:rows])
+
+    def _keep(self, prompts: list[list[int]], n: int, p: int, prompt_columns: list[torch.Tensor],
+              slot_of: torch.Tensor, tokens: torch.Tensor, lengths: torch.Tensor) -> None:
+        """Remember each sample row's cache: its prompt and every sampled token but the last (which was never fed
+        back) sit in its prompt columns and columns p, p+1, ..."""
+        device = self.device
+        for row, (slot, length) in enumerate(zip(slot_of.tolist(), lengths.tolist())):
+            ids = (*prompts[row // n], *tokens[row, : length - 1].tolist())
+            columns = torch.cat([prompt_columns[row], torch.arange(p, p + length - 1, device=device)])
+            self.kept.setdefault(len(ids), {})[ids] = KeptRow(slot, columns, ids)
 
     def _completions(self, tokens, logps, entropies, lengths, done) -> list[Completion]:
         tokens, logps = tokens.tolist(), logps.tolist()

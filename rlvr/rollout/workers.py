@@ -17,6 +17,11 @@ Shape (AReaL, Fu et al. 2025, "AReaL: A Large-Scale Asynchronous Reinforcement L
   are rare.
 - A worker that dies is replaced: a fresh process gets the current weights and its unfinished jobs again. Results
   are accepted once per job id, so nothing is trained twice.
+- Where workers run: local subprocesses, or Ray actors with cluster.ray_address (rlvr.rollout.ray_workers). The
+  launcher is the one seam: it returns a connection and a handle (pid, poll, stop); jobs, weights and replacement
+  are the same either way.
+- Environment tasks: a worker plays a job's episodes to the end (rlvr.rollout.episodes) with the weights it had when
+  the job began, so an episode never mixes policy versions and its staleness is that of the version that started it.
 
 One cohesive piece over 400 lines on purpose: the trainer's side and the worker's side of one message protocol
 (jobs, weights, results, replacement) read best together.
@@ -48,6 +53,7 @@ from rlvr.envs.task import EnvTask
 from rlvr.errors import ConfigError, RlvrError
 from rlvr.rewards.composite import Scored
 from rlvr.rollout.base import group_generator, make_engine
+from rlvr.rollout.episodes import EpisodeRunner
 from rlvr.rollout.steps import CollectedStep, Group, staleness_metrics
 
 WEIGHT_SYNC_TIMEOUT_S = 600.0
@@ -94,6 +100,8 @@ class WorkerSpec:
     params: Any  # SamplingParams
     seed: int
     threads: int
+    encode: Any  # the trainer's PromptEncoder (episodes render their turns with it)
+    env_tasks: dict[int, Any]  # the environment tasks by index in data.tasks (their episodes play in the worker)
 
 
 def _build_policy(spec: WorkerSpec) -> torch.nn.Module:
@@ -120,14 +128,16 @@ def receive(conn: Connection) -> Any:
 
 def serve(conn: Connection) -> None:
     """A rollout worker: receive its WorkerSpec and the weight group's address, build the policy, then run messages
-    in order: ('weights', version) joins a broadcast; ('generate', job_id, prompts) generates and answers
-    ('done', job_id, version, groups); ('weights?',) answers with its weights (for tests); None stops."""
+    in order: ('weights', version) joins a broadcast; ('generate', job_id, items) generates each item (task index,
+    problem or None, prompt ids), playing environment tasks' episodes, and answers ('done', job_id, version,
+    prompt ids, groups); ('weights?',) answers with its weights (for tests); None stops."""
     spec, host, port, prefix = receive(conn)
     torch.set_num_threads(spec.threads)
     model = _build_policy(spec)
     tensors = weight_tensors(model)
     flats = flatten_by_dtype(tensors)
     engine = make_engine(spec.engine, model, spec.tokenizer, spec.batch_size)
+    runner = EpisodeRunner(engine, spec.encode)
     store = dist.TCPStore(host, port, is_master=False, timeout=datetime.timedelta(seconds=WEIGHT_SYNC_TIMEOUT_S))
     send(conn, ("ready",))
     group = weight_group(store, prefix, 1)
@@ -139,10 +149,12 @@ def serve(conn: Connection) -> None:
             unflatten_into(flats, tensors)
             version = message[1]
         elif message[0] == "generate":
-            _, job_id, prompts = message
+            _, job_id, items = message
             generators = [group_generator(torch.device("cpu"), spec.seed, "async", job_id, g)
-                          for g in range(len(prompts))]
-            send(conn, ("done", job_id, version, engine.generate(prompts, spec.params, generators)))
+                          for g in range(len(items))]
+            prompts, groups = runner.generate([(spec.env_tasks.get(t), problem) for t, problem, _ in items],
+                                              spec.params, generators, encoded=[ids for _, _, ids in items])
+            send(conn, ("done", job_id, version, prompts, groups))
         elif message[0] == "weights?":
             send(conn, ("weights", version, {name: t.clone() for name, t in model.state_dict().items()}))
 
@@ -157,13 +169,50 @@ class Job:
     attempts: int = 1
 
 
+class LocalProcess:
+    """A rollout worker as a local subprocess in its own session (the handle `_Worker.process` holds)."""
+
+    def __init__(self, popen: subprocess.Popen):
+        self.popen = popen
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def poll(self) -> int | None:
+        """None while it runs, else its exit code."""
+        return self.popen.poll()
+
+    def stop(self) -> None:
+        """Wait briefly for it to exit, then kill its whole process group."""
+        try:
+            self.popen.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            os.killpg(self.popen.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.popen.wait(timeout=10)
+
+
+def launch_subprocess() -> tuple[Connection, LocalProcess]:
+    """A fresh `python -m rlvr.rollout.workers` (a plain subprocess, like the reward workers: the user's __main__ is
+    never re-imported), talking over a socket pair."""
+    parent, child = socket.socketpair()
+    process = subprocess.Popen([sys.executable, "-m", "rlvr.rollout.workers", str(child.fileno())],
+                               pass_fds=[child.fileno()], start_new_session=True, stdin=subprocess.DEVNULL)
+    child.close()
+    return Connection(parent.detach()), LocalProcess(process)
+
+
 @dataclass
 class _Worker:
-    """The trainer's handle on one rollout worker process."""
+    """The trainer's handle on one rollout worker."""
 
     index: int
     incarnation: int
-    process: subprocess.Popen
+    process: Any  # LocalProcess or rlvr.rollout.ray_workers.RayActorProcess: pid, poll(), stop()
     conn: Connection  # jobs and weight announcements to the worker, results back
     group: dist.ProcessGroup
     outbox: deque = field(default_factory=deque)  # weight snapshots the sender thread still has to broadcast
@@ -178,10 +227,11 @@ class AsyncCollector:
 
     def __init__(self, *, encode, tasks, sampler, group_filter, stats, composer, params, prompts_per_step: int,
                  max_rounds: int, seed: int, max_staleness: int, model, tokenizer, engine_name: str, batch_size: int,
-                 num_workers: int, **_in_process_only):
+                 num_workers: int, launcher=None, **_in_process_only):
         """The StepCollector's arguments (the in-process engine, per-group seeding flags and device are not used:
         workers build their own engine and seed each group by job) plus the policy, tokenizer, engine name and
-        batch size the workers are built from."""
+        batch size the workers are built from; `launcher` starts the workers elsewhere (RayLauncher: Ray actors),
+        None as local subprocesses."""
         from rlvr.models.lora import is_lora
 
         if world_size() > 1:
@@ -190,18 +240,17 @@ class AsyncCollector:
         if is_lora(model):
             raise ConfigError("rollout.max_staleness > 0 does not support model.lora yet (workers would need the "
                               "merged weights); set rollout.max_staleness=0.")
-        episodic = [task.label for task in tasks if isinstance(task, EnvTask)]
-        if episodic:
-            raise ConfigError(f"rollout.max_staleness > 0 does not play multi-turn episodes yet (task "
-                              f"{', '.join(episodic)} has an env); set rollout.max_staleness=0 for environment tasks.")
         self.encode, self.tasks, self.sampler, self.filter, self.stats = encode, tasks, sampler, group_filter, stats
         self.composer, self.params, self.model = composer, params, model
         self.prompts_per_step, self.max_rounds, self.max_staleness = prompts_per_step, max_rounds, max_staleness
         self.groups_per_job = max(1, batch_size // params.n)
         self.spec = WorkerSpec(model.config, model.generation_config, next(model.parameters()).dtype, tokenizer,
                                engine_name, batch_size, params, seed,
-                               max(1, (os.cpu_count() or 2) // (num_workers + 1)))
-        self.store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
+                               max(1, (os.cpu_count() or 2) // (num_workers + 1)), encode,
+                               {t: task for t, task in enumerate(tasks) if isinstance(task, EnvTask)})
+        self.launcher = launcher
+        self.host = launcher.host if launcher is not None else "127.0.0.1"
+        self.store = dist.TCPStore(self.host, 0, is_master=True, wait_for_workers=False,
                                    timeout=datetime.timedelta(seconds=WEIGHT_SYNC_TIMEOUT_S))
         self.lock = threading.Condition()  # guards the worker table, jobs, pending prompts and ready groups
         self.pending: deque[tuple[int, Any, list[int]]] = deque()  # drawn prompts not yet sent to a worker
@@ -221,19 +270,14 @@ class AsyncCollector:
     # ------------------------------------------------------------------ workers and weights
 
     def _start_worker(self, index: int, incarnation: int) -> _Worker:
-        """A fresh `python -m rlvr.rollout.workers` (a plain subprocess, like the reward workers: the user's
-        __main__ is never re-imported) in its own session, talking over a socket pair."""
-        parent, child = socket.socketpair()
-        process = subprocess.Popen([sys.executable, "-m", "rlvr.rollout.workers", str(child.fileno())],
-                                   pass_fds=[child.fileno()], start_new_session=True, stdin=subprocess.DEVNULL)
-        child.close()
-        conn = Connection(parent.detach())
+        """A fresh worker (a subprocess, or a Ray actor), sent its spec; returns once it has built its policy."""
+        conn, process = self.launcher.launch() if self.launcher is not None else launch_subprocess()
         prefix = f"worker{index}-{incarnation}"
-        send(conn, (self.spec, "127.0.0.1", self.store.port, prefix))
+        send(conn, (self.spec, self.host, self.store.port, prefix))
         deadline = time.monotonic() + WEIGHT_SYNC_TIMEOUT_S
         while not conn.poll(0.5):
             if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
+                process.stop()
                 raise RlvrError(f"rollout worker {index} did not start (exit code {process.poll()}); its error is "
                                 "above.")
         receive(conn)  # ready
@@ -275,7 +319,7 @@ class AsyncCollector:
 
     def _replace(self, worker: _Worker) -> None:
         """Start a fresh process in a dead worker's place; its unfinished jobs are generated again there."""
-        _stop(worker.process)
+        worker.process.stop()
         worker.conn.close()
         worker.broken = True
         fresh = self._start_worker(worker.index, worker.incarnation + 1)
@@ -304,7 +348,8 @@ class AsyncCollector:
         worker = worker or min(self.workers, key=lambda w: sum(len(j.prompts) for j in w.outstanding.values()))
         worker.outstanding[job.id] = job
         try:
-            send(worker.conn, ("generate", job.id, [ids for _, _, ids in job.prompts]))
+            send(worker.conn, ("generate", job.id, [(t, problem if t in self.spec.env_tasks else None, ids)
+                                                    for t, problem, ids in job.prompts]))
         except OSError:
             pass  # a dead worker: the intake thread replaces it and sends its jobs again
 
@@ -352,11 +397,11 @@ class AsyncCollector:
         if message[0] == "weights":
             self.answers.set_result(message[1:])
             return
-        _, job_id, version, groups = message
+        _, job_id, version, prompts, groups = message
         job = worker.outstanding.pop(job_id, None)
         if job is None:
             return  # already received (a duplicate from a replaced worker)
-        for (t, problem, ids), completions in zip(job.prompts, groups):
+        for (t, problem, _), ids, completions in zip(job.prompts, prompts, groups):
             samples = [(self.tasks[t], problem, c.text, c.reward_fields(self.params.max_new_tokens))
                        for c in completions]
             self.scoring += 1
@@ -412,7 +457,7 @@ class AsyncCollector:
         now = time.perf_counter()
         generated = kept + rejected
         trained = (kept + rejected)[: self.prompts_per_step]
-        gen_tokens = sum(len(c.token_ids) for g in generated for c in g.completions)
+        gen_tokens = sum(c.policy_tokens for g in generated for c in g.completions)
         # Generation runs all the time: its rate is over the whole interval since the previous step's collection.
         since = now - (self.last_collected or t0)
         self.last_collected = now
@@ -425,7 +470,7 @@ class AsyncCollector:
         return CollectedStep(trained, generated, Scored.concat([g.scored for g in generated]), metrics)
 
     def close(self) -> None:
-        """Stop the workers (and their weight sender threads)."""
+        """Stop the workers (and their weight sender threads), and a Ray instance the collector started."""
         self.closed = True
         for worker in self.workers:
             try:
@@ -433,21 +478,10 @@ class AsyncCollector:
             except OSError:
                 pass
         for worker in self.workers:
-            _stop(worker.process)
+            worker.process.stop()
             worker.conn.close()
-
-
-def _stop(process: subprocess.Popen) -> None:
-    """Wait briefly for a worker to exit, then kill its whole process group."""
-    try:
-        process.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        pass
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    process.wait(timeout=10)
+        if self.launcher is not None:
+            self.launcher.close()
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ import torch
 from rlvr.algorithms import (
     KL_ESTIMATORS,
     AdvantageInputs,
+    TurnInputs,
     compute_advantages,
     high_entropy_token_mask,
     kl_penalized_rewards,
@@ -17,13 +18,39 @@ from rlvr.algorithms import (
     overlong_mask,
 )
 from rlvr.config import AlgorithmConfig
+from rlvr.rollout.base import Completion
+from rlvr.rollout.episodes import Episode
 from rlvr.training.batch import RolloutBatch
 
 
+def episode_turns(completions: list[Completion], batch: RolloutBatch) -> TurnInputs:
+    """The turn layout of the batch's episode rows (`completions[i]` is row i). Turn rewards are the episode's
+    counted turn rewards, with the rest of the sample's score (the outcome, any shaping) on the last turn, so a
+    row's turn rewards sum to its score."""
+    rows = [i for i, c in enumerate(completions) if isinstance(c, Episode) and c.turns > 0]
+    width = max((completions[i].turns for i in rows), default=1)
+    rewards = torch.zeros(len(rows), width, dtype=batch.scores.dtype)
+    turn_mask = torch.zeros(len(rows), width)
+    token_turns = torch.full((len(rows), batch.completion_width), -1, dtype=torch.long)
+    for e, i in enumerate(rows):
+        c = completions[i]
+        earlier = sum(c.turn_rewards[:-1])
+        rewards[e, : c.turns] = torch.tensor([*c.turn_rewards[:-1], float(batch.scores[i]) - earlier])
+        turn_mask[e, : c.turns] = 1
+        for t, (start, end) in enumerate(zip(c.turn_starts, [*c.turn_starts[1:], len(c.token_ids)])):
+            policy = torch.tensor(c.policy_mask[start:end], dtype=torch.bool)
+            token_turns[e, start:end] = torch.where(policy, t, -1)
+    index = torch.tensor(rows, dtype=torch.long)
+    return TurnInputs(rows=index, rewards=rewards, turn_mask=turn_mask, group_ids=batch.group_ids[index],
+                      token_turns=token_turns, anchors=[completions[i].anchors for i in rows])
+
+
 def assign_advantages(batch: RolloutBatch, a: AlgorithmConfig, labels: list[str], history: dict, kl_coef: float,
-                      reference_logprobs: Callable[[RolloutBatch], torch.Tensor]) -> dict:
+                      reference_logprobs: Callable[[RolloutBatch], torch.Tensor],
+                      completions: list[Completion] | None = None) -> dict:
     """Set `batch.advantages` and `batch.loss_mask` (and `batch.ref_logprobs` when KL is on); returns the
-    estimator's history (DCPO's cumulative statistics). `labels[t]` names task t in the prompts' uids."""
+    estimator's history (DCPO's cumulative statistics). `labels[t]` names task t in the prompts' uids;
+    `completions` (row by row) give the episodes' turns to `algorithm.turn_credit`."""
     mask = batch.completion_mask
     token_rewards = None
     if a.kl_coef > 0:
@@ -34,7 +61,8 @@ def assign_advantages(batch: RolloutBatch, a: AlgorithmConfig, labels: list[str]
     batch.advantages, history = compute_advantages(
         AdvantageInputs(scores=batch.scores, group_ids=batch.group_ids, mask=mask,
                         uids=[f"{labels[m['task']]}/{m['uid']}" for m in batch.metadata],
-                        token_rewards=token_rewards, history=history),
+                        token_rewards=token_rewards, history=history,
+                        turns=episode_turns(completions, batch) if a.turn_credit and completions else None),
         a,
     )
     loss_mask = overlong_mask(batch.truncated, mask) if a.mask_truncated else mask

@@ -132,7 +132,7 @@ class Trainer:
             prompts_per_step=d.prompts_per_step, max_rounds=d.max_sampling_rounds, seed=cfg.seed,
             seed_per_group=self.seed_per_group, device=lambda: next(self.model.parameters()).device,
             model=self.model, tokenizer=self.tokenizer, engine_name=r.engine, batch_size=r.batch_size,
-            num_workers=r.num_workers)
+            num_workers=r.num_workers, ray_address=cfg.cluster.ray_address, ray_num_cpus=cfg.cluster.num_cpus)
         self.advantage_history: dict = {}
         self.nonfinite = NonFiniteStreak(o.max_nonfinite_steps)
         self.step = 0
@@ -202,7 +202,8 @@ class Trainer:
                                               self.tokenizer.pad_token_id, meta)
         batch.scores = torch.cat([g.scored.total for g in trained]).float()
         self.advantage_history = assign_advantages(batch, self.cfg.algorithm, [t.label for t in self.tasks],
-                                                   self.advantage_history, self.kl_coef, self._reference_logprobs)
+                                                   self.advantage_history, self.kl_coef, self._reference_logprobs,
+                                                   [c for g in trained for c in g.completions])
         outcomes = self._observe(step.generated, trained, batch)
         metrics = rollout_metrics(batch, step.scored, outcomes, self.params.n, self.tasks, self.stats, self.sampler)
         if self.kl_control is not None:
