@@ -10,6 +10,7 @@ from collections.abc import Callable
 import torch
 from transformers import DynamicCache
 
+from rlvr.models.vision import collate_inputs, model_positions, next_positions, prompt_inputs
 from rlvr.rollout.base import ENGINES, BatchedEngine, Completion, SamplingParams
 from rlvr.rollout.sampling import next_tokens, stop_reached, stop_window
 
@@ -67,22 +68,23 @@ class HFRolloutEngine(BatchedEngine):
             ids[row, width - len(p) :] = torch.tensor(p)
             mask[row, width - len(p) :] = 1
         ids, mask = ids.to(device), mask.to(device)
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        extra = collate_inputs([prompt_inputs(p) for p in prompts], device)  # images of a vision-language prompt
+        positions = model_positions(self.model, ids, mask, extra)
         cache = DynamicCache(config=self.model.config)
         cache_kw = cache_keyword(self.model)
         logits = self.model(
             input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1,
-            **{cache_kw: cache},
+            **{cache_kw: cache}, **extra,
         ).logits[:, -1]
+        next_pos = next_positions(positions)
         # Share the prefill among the n samples of each prompt.
         if n > 1:
             cache.batch_repeat_interleave(n)
             logits, mask = logits.repeat_interleave(n, 0), mask.repeat_interleave(n, 0)
-            positions = positions.repeat_interleave(n, 0)
+            next_pos = next_pos.repeat_interleave(n, 0)
         batch = logits.shape[0]
         # The attention mask for every decode step, allocated once: prompt mask, then ones.
         mask = torch.cat([mask, torch.ones((batch, params.max_new_tokens), dtype=mask.dtype, device=device)], dim=1)
-        next_pos = positions[:, -1] + 1
         eos = self.eos.to(device)
         finished = torch.zeros(batch, dtype=torch.bool, device=device)
         lengths = torch.full((batch,), params.max_new_tokens, dtype=torch.long, device=device)
