@@ -44,6 +44,15 @@ def is_vision_model(model_or_config) -> bool:
     return getattr(config, "vision_config", None) is not None
 
 
+def image_placeholder_ids(model) -> tuple[int, ...]:
+    """The token ids a vision-language model reads as places for image features (empty for a text model)."""
+    config = getattr(model, "config", None)
+    if not is_vision_model(config):
+        return ()
+    keys = ("image_token_id", "image_token_index", "video_token_id")
+    return tuple(sorted({v for k in keys if isinstance(v := getattr(config, k, None), int)}))
+
+
 # ---------------------------------------------------------------------------------------------------------------- images
 
 

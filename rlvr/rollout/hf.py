@@ -6,11 +6,12 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
+from dataclasses import replace
 
 import torch
 from transformers import DynamicCache
 
-from rlvr.models.vision import collate_inputs, model_positions, next_positions, prompt_inputs
+from rlvr.models.vision import collate_inputs, image_placeholder_ids, model_positions, next_positions, prompt_inputs
 from rlvr.rollout.base import ENGINES, BatchedEngine, Completion, SamplingParams
 from rlvr.rollout.sampling import next_tokens, stop_reached, stop_window
 
@@ -55,12 +56,16 @@ class HFRolloutEngine(BatchedEngine):
         self.all_finished: Callable[[bool], bool] = bool
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.eos = torch.tensor(eos_ids(model, tokenizer))
+        # A vision-language model's image placeholder tokens: sampled in a completion, they would ask for pixels.
+        self.placeholders = image_placeholder_ids(model)
 
 
     @torch.no_grad()  # not inference_mode: inference tensors would end up in FSDP2's all-gather buffers
     def _generate_batch(self, prompts: list[list[int]], params: SamplingParams,
                         generators: list[torch.Generator] | None) -> list[Completion]:
         device = next(self.model.parameters()).device
+        if self.placeholders:
+            params = replace(params, suppress_tokens=tuple(sorted({*params.suppress_tokens, *self.placeholders})))
         n, width = params.n, max(len(p) for p in prompts)
         ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
         mask = torch.zeros((len(prompts), width), dtype=torch.long)
