@@ -233,3 +233,45 @@ def test_a_grounding_box_frames_its_shape():
         cx, cy = (x1 + x2) // 2, (y1 + y2 + 1) // 2
         assert image.getpixel((cx, cy)) != (235, 235, 235)  # the shape's colour at the box centre
         assert image.getpixel((max(0, x1 - 1), max(0, y1 - 1))) == (235, 235, 235) or x1 == 0 or y1 == 0
+
+
+# ---------------------------------------------------------------------------------------------------- a whole run
+
+
+def test_a_vlm_run_trains_the_language_side_logs_thumbnails_and_evaluates(tmp_path, fast_config, length_reward):
+    from safetensors.torch import load_file
+
+    from rlvr.api import train
+    from rlvr.models.prompts import prompt_text
+    from rlvr.models.tiny_vlm import build_tiny_vlm
+
+    task = make_task("shapes", 0, {"question": "count", "image_size": 32})
+    texts = [prompt_text(task.problem("train", i).prompt) for i in range(20)] + ["0 1 2 3 4 5 6 7 8 9"]
+    model, processor = build_tiny_vlm(texts, image_size=32, hidden_size=32)
+    model.save_pretrained(tmp_path / "vlm")
+    processor.save_pretrained(tmp_path / "vlm")
+    cfg = fast_config(steps=2, data={"tasks": [{"name": "shapes", "args": {"question": "count", "image_size": 32,
+                                                                           "eval_size": 3}}], "prompts_per_step": 2},
+                      rollout={"samples_per_prompt": 2, "max_new_tokens": 4}, optim={"lr": 1e-2, "micro_batch_size": 2},
+                      rewards={"num_workers": 1, "timeout_s": 5, "functions": [{"function": length_reward}]},
+                      checkpoint={"every_steps": 2}, tracking={"report": True, "console": False, "tensorboard": "off",
+                                                               "output_dir": str(tmp_path / "run")})
+    result = train(model=str(tmp_path / "vlm"), config=cfg)
+    ckpt = result.checkpoint
+    assert (ckpt / "processor_config.json").is_file()
+    before, after = load_file(tmp_path / "vlm" / "model.safetensors"), load_file(ckpt / "model.safetensors")
+    vision = [k for k in before if "vision_model" in k or "connector" in k]
+    language = [k for k in before if "text_model" in k]
+    assert vision and all(torch.equal(before[k], after[k]) for k in vision)  # model.freeze_vision: true
+    assert any(not torch.equal(before[k], after[k]) for k in language)
+    rows = [json.loads(line) for line in (result.run_dir / "completions.jsonl").read_text().splitlines()]
+    assert rows and all(r["images"][0].startswith("data:image/png;base64,") for r in rows)
+    assert rows[0]["prompt"][0]["content"][0] == {"type": "image"}
+    assert '<img class="thumb"' in (result.run_dir / "report.html").read_text()
+
+    from rlvr.config import load_config
+    from rlvr.evaluation.evaluate import EvalSettings, evaluate_model
+
+    run = evaluate_model(load_config(result.run_dir / "config.yaml"), str(ckpt),
+                         EvalSettings(num_problems=3, max_new_tokens=4, samples=2, ks=[1, 2]))
+    assert len(run.results) == 3 and all(r.prompt[0]["content"][0]["type"] == "image" for r in run.results)
