@@ -112,6 +112,23 @@ def test_freeze_vision_trains_only_the_language_side(vlm):
         model.requires_grad_(True)
 
 
+def test_lora_with_a_frozen_vision_tower_trains_language_adapters_only():
+    pytest.importorskip("peft")
+    from rlvr.config import LoraSettings
+    from rlvr.models.lora import add_lora
+
+    model, processor = tiny_idefics3()
+    model = add_lora(model, LoraSettings(r=4))
+    freeze_vision(model)
+    trainable = [n for n, p in model.named_parameters() if p.requires_grad]
+    assert trainable and all("lora_" in n and "text_model" in n for n in trainable)
+    batch = _sample(model.eval(), processor, _prompts(VisionPromptEncoder(processor)))
+    with torch.no_grad():
+        logp, _ = completion_logprobs(model, batch.input_ids, batch.attention_mask, batch.completion_width, 1.0,
+                                      model_inputs=batch.forward_inputs("cpu"))
+    assert torch.allclose(logp * batch.completion_mask, batch.rollout_logprobs * batch.completion_mask, atol=1e-4)
+
+
 def test_prompt_ids_carry_their_inputs_through_pickling_and_logging():
     ids = PromptIds([1, 2, 3], {"pixel_values": torch.ones(2, 3)})
     back = pickle.loads(pickle.dumps(ids))
