@@ -179,6 +179,14 @@ def test_bad_image_rows_are_named_and_counted(tmp_path):
         make_task("dataset", 0, {"path": str(path)}, bad_rows="error")
 
 
+def test_an_image_prompt_for_a_text_model_is_a_clear_error():
+    from rlvr.models.prompts import PromptEncoder
+
+    _, processor = tiny_idefics3()
+    with pytest.raises(DataError, match="has images, but the model is not a vision-language model"):
+        PromptEncoder(processor.tokenizer)(image_prompt(noise_image(0)), where="row 3")
+
+
 def test_a_datasets_image_column_and_encoding_a_row(tmp_path):
     datasets = pytest.importorskip("datasets")
     noise_image(3).save(tmp_path / "a.png")

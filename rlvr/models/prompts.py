@@ -97,6 +97,11 @@ class PromptEncoder:
 
     def __call__(self, prompt: Prompt, where: str = "") -> list[int]:
         at = f" ({where})" if where else ""
+        if is_conversation(prompt) and any(isinstance(m.get("content"), list) and
+                                           any(p.get("type") == "image" for p in m["content"]) for m in prompt):
+            raise DataError(f"Prompt{at} has images, but the model is not a vision-language model (its config has "
+                            "no vision_config, so no processor reads them). Use an image-text-to-text model "
+                            "(docs/vision.md).")
         if is_conversation(prompt) and not self.use_template:
             reason = "model.chat_template=never" if getattr(self.tokenizer, "chat_template", None) else \
                 "the tokenizer has no chat template"
