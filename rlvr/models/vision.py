@@ -154,7 +154,7 @@ class VisionPromptEncoder(PromptEncoder):
     def __init__(self, processor, chat_template: str = "auto", system_prompt: str | None = None,
                  max_tokens: int = 1024, limit_source: str = "data.max_prompt_tokens",
                  template_kwargs: dict[str, Any] | None = None):
-        tokenizer = processor.tokenizer
+        tokenizer = processor.tokenizer  # text-only prompts use the processor's template when the tokenizer has none
         if not getattr(tokenizer, "chat_template", None) and getattr(processor, "chat_template", None):
             tokenizer.chat_template = processor.chat_template
         super().__init__(tokenizer, chat_template, system_prompt, max_tokens, limit_source, template_kwargs)
@@ -174,8 +174,8 @@ class VisionPromptEncoder(PromptEncoder):
                 images.append(load_image(part.get("image")))
             except DataError as e:
                 raise DataError(f"Prompt{at}, image {i}: {e}") from None
-        text = self.processor.apply_chat_template(without_pixels(self.messages(prompt)), tokenize=False, add_generation_prompt=True,
-                                                  **self.template_kwargs)
+        text = self.processor.apply_chat_template(without_pixels(self.messages(prompt)), tokenize=False,
+                                                  add_generation_prompt=True, **self.template_kwargs)
         out = self.processor(text=[text], images=[images], return_tensors="pt", add_special_tokens=False)
         ids = out["input_ids"][0].tolist()
         if len(ids) > self.max_tokens:
