@@ -263,6 +263,7 @@ def test_a_grounding_box_frames_its_shape():
 # ---------------------------------------------------------------------------------------------------- a whole run
 
 
+@pytest.mark.slow  # a whole run plus an evaluation: two reward pools and checkpoint I/O (make test-all)
 def test_a_vlm_run_trains_the_language_side_logs_thumbnails_and_evaluates(tmp_path, fast_config, length_reward):
     from safetensors.torch import load_file
 
