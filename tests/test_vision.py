@@ -136,6 +136,10 @@ def test_prompt_ids_carry_their_inputs_through_pickling_and_logging():
     logged, thumbs = loggable_prompt(image_prompt(noise_image(0)))
     assert logged[0]["content"][0] == {"type": "image"} and thumbs[0].startswith("data:image/png;base64,")
     json.dumps(logged)
+    from rlvr.reporting.run_report import prompt_html
+
+    page = prompt_html(logged, thumbs)
+    assert f'<img class="thumb" alt="image 1" src="{thumbs[0]}">' in page and "&lt;image&gt;how many red" in page
 
 
 def test_the_static_engine_refuses_a_vlm_and_auto_takes_hf():
