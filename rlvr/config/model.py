@@ -56,6 +56,8 @@ class ModelConfig(Section):
         default_factory=dict, description="Extra keyword arguments for the tokenizer's apply_chat_template, e.g. "
         "{enable_thinking: false} for Qwen3 (TRL's chat_template_kwargs)."
     )
+    freeze_vision: bool = Field(True, description="For a vision-language model: train the language side only, the "
+                                "vision tower and its projector frozen (docs/vision.md). No effect on text models.")
     tiny: TinyModelConfig = TinyModelConfig()
     lora: LoraSettings | None = Field(None, description="Train LoRA adapters only (needs peft); the reference "
                                       "policy is the model with adapters disabled.")

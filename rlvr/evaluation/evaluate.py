@@ -261,7 +261,8 @@ def evaluate_model(cfg: RunConfig, model_dir: str, settings: EvalSettings, show_
     import torch
 
     from rlvr.envs import make_tasks
-    from rlvr.models.loading import load_model, load_tokenizer, resolve_device
+    from rlvr.models.loading import load_model, load_processor, load_tokenizer, resolve_device
+    from rlvr.models.vision import is_vision_model, make_prompt_encoder
     from rlvr.rewards.loading import check_reward_functions
     from rlvr.rewards.pool import RewardPool
     from rlvr.rollout import make_engine
@@ -272,8 +273,10 @@ def evaluate_model(cfg: RunConfig, model_dir: str, settings: EvalSettings, show_
     check_reward_functions([], tasks)  # only the tasks' verifiers score an evaluation (below)
     tokenizer = load_tokenizer(model_dir, cfg.model.trust_remote_code)
     model = load_model(cfg.model, name=model_dir).to(resolve_device(cfg.model.device))
-    encode = PromptEncoder(tokenizer, cfg.model.chat_template, cfg.data.system_prompt, cfg.data.max_prompt_tokens,
-                           template_kwargs=cfg.model.chat_template_kwargs)
+    processor = load_processor(model_dir, cfg.model.trust_remote_code) if is_vision_model(model) else None
+    encode = make_prompt_encoder(tokenizer, processor, chat_template=cfg.model.chat_template,
+                                 system_prompt=cfg.data.system_prompt, max_tokens=cfg.data.max_prompt_tokens,
+                                 template_kwargs=cfg.model.chat_template_kwargs)
     with RewardPool(cfg.rewards.num_workers, cfg.rewards.timeout_s,
                                max_memory_mb=cfg.rewards.worker_max_memory_mb) as pool:
         engine = make_engine(cfg.rollout.engine, model, tokenizer, cfg.rollout.batch_size)

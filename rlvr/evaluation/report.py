@@ -8,6 +8,8 @@ from itertools import combinations
 from pathlib import Path
 
 from rlvr.evaluation.evaluate import EvalRun, EvalSettings, ProblemResult
+from rlvr.models.prompts import content_text
+from rlvr.models.vision import loggable_prompt
 
 SHOWN_UIDS = 20  # problems listed by name in the report's boundary table
 SHOWN_PROBLEMS = 5  # problems whose kept completions the report shows
@@ -32,8 +34,9 @@ def boundary(a: EvalRun, b: EvalRun) -> dict:
 def problem_row(result: ProblemResult, metrics: dict[str, float]) -> dict:
     """One row of the per-problem table: counts, the five most frequent answers, the problem's estimates."""
     top = sorted(result.classes, key=lambda c: -c.count)[:5]
-    return {"task": result.task, "uid": result.uid, "reference": result.reference, "prompt": result.prompt,
-            "samples": result.samples,
+    prompt, images = loggable_prompt(result.prompt)
+    return {"task": result.task, "uid": result.uid, "reference": result.reference, "prompt": prompt,
+            **({"images": images} if images else {}), "samples": result.samples,
             "correct": result.correct, "greedy_correct": result.greedy_correct,
             "distinct_answers": len(result.classes), "no_answer": result.no_answer,
             "answers": [[c.answer, c.count, c.correct] for c in top], "completions": result.completions,
@@ -136,7 +139,7 @@ def markdown(data: dict, figures: list[str]) -> str:
 
 def transcript(messages: list) -> str:
     """Messages as '[role] content' paragraphs (a conversational prompt, an episode's turns)."""
-    return "\n".join(f"[{m.get('role', '?')}] {m.get('content', '')}" if isinstance(m, dict) else str(m)
+    return "\n".join(f"[{m.get('role', '?')}] {content_text(m.get('content', ''))}" if isinstance(m, dict) else str(m)
                      for m in messages)
 
 
@@ -156,6 +159,8 @@ def completion_lines(data: dict) -> list[str]:
         reference = f", reference `{first['reference']}`" if first["reference"] is not None else ""
         lines += ["", f"### {first['task']} / `{first['uid']}`{reference}"]
         prompt = first.get("prompt")
+        if first.get("images"):  # thumbnails of the prompt's images, inline
+            lines += ["", " ".join(f"![image {j}]({uri})" for j, uri in enumerate(first["images"], 1))]
         if prompt:
             lines += ["", "Prompt:", "", *text_block(transcript(prompt) if isinstance(prompt, list) else str(prompt))]
         for m in models:

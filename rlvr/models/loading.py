@@ -15,7 +15,10 @@ from pathlib import Path
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import (
+    AutoConfig,
     AutoModelForCausalLM,
+    AutoModelForImageTextToText,
+    AutoProcessor,
     AutoTokenizer,
     LlamaConfig,
     LlamaForCausalLM,
@@ -30,6 +33,7 @@ from transformers.utils import logging as hf_logging
 from rlvr.config import ModelConfig, TinyModelConfig
 from rlvr.errors import RlvrError
 from rlvr.models.gguf import PACKAGED, resolve_model_name
+from rlvr.models.vision import freeze_vision, is_vision_model
 
 TINY = "tiny"
 PAD, EOS, UNK = "<pad>", "<eos>", "<unk>"
@@ -173,7 +177,10 @@ def load_model(cfg: ModelConfig, name: str | None = None) -> PreTrainedModel:
     if cfg.attn_implementation:
         kwargs["attn_implementation"] = cfg.attn_implementation
     try:
-        model = AutoModelForCausalLM.from_pretrained(name, **kwargs)
+        config = AutoConfig.from_pretrained(name, trust_remote_code=cfg.trust_remote_code)
+        # A vision-language model (a vision tower in its config) loads through the image-text-to-text auto class.
+        auto = AutoModelForImageTextToText if is_vision_model(config) else AutoModelForCausalLM
+        model = auto.from_pretrained(name, **kwargs)
     except OSError as e:
         raise RlvrError(
             f"Could not load model '{name}': {e}\nGive a local HF directory, or a hub name reachable from this machine."
@@ -181,7 +188,18 @@ def load_model(cfg: ModelConfig, name: str | None = None) -> PreTrainedModel:
     if cfg.gradient_checkpointing:
         model.gradient_checkpointing_enable()
         model.config.use_cache = False
+    if cfg.freeze_vision and is_vision_model(model):
+        freeze_vision(model)
     return model
+
+
+def load_processor(name: str, trust_remote_code: bool = False):
+    """The multimodal processor (image processor, tokenizer, chat template) of a vision-language model."""
+    try:
+        return AutoProcessor.from_pretrained(resolve_model_name(name), trust_remote_code=trust_remote_code)
+    except (OSError, ValueError, TypeError, ImportError) as e:
+        raise RlvrError(f"'{name}' is a vision-language model, but its processor could not be loaded: "
+                        f"{type(e).__name__}: {e}") from None
 
 
 def load_policy(
@@ -206,12 +224,16 @@ def load_policy(
 
 def save_pretrained(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, path: str | Path,
                     state_dict: dict[str, torch.Tensor] | None = None) -> None:
-    """Write model and tokenizer so plain `from_pretrained` loads them (a LoRA model: merged, plus its adapter);
+    """Write model and tokenizer (and a vision-language model's processor) so plain `from_pretrained` loads them (a
+    LoRA model: merged, plus its adapter);
     `state_dict` gives the full weights of a model whose own parameters are shards (FSDP2)."""
     from rlvr.models.lora import is_lora, save_lora
 
     if is_lora(model):
         save_lora(model, tokenizer, path)
-        return
-    model.save_pretrained(path, safe_serialization=True, state_dict=state_dict)
-    tokenizer.save_pretrained(path)
+    else:
+        model.save_pretrained(path, safe_serialization=True, state_dict=state_dict)
+        tokenizer.save_pretrained(path)
+    base = model.get_base_model() if is_lora(model) else model
+    if is_vision_model(base):  # the processor (image processor, chat template) from where the model was loaded
+        load_processor(base.name_or_path).save_pretrained(path)

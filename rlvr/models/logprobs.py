@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import torch
 
+from rlvr.models.vision import model_positions
+
 LEAN_CHUNK_POSITIONS = 1024  # token positions per fp32 chunk in the lean path: 1024 x 152k vocabulary = 0.6 GB
 
 
@@ -56,18 +58,20 @@ def completion_logprobs(
     with_entropy: bool = False,
     entropy_grad: bool = False,
     chunk_rows: int = 8,
+    model_inputs: dict[str, torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Logprobs [B, C] of the last C tokens of `input_ids` (and per-token entropy when asked; it carries
-    gradient only with `entropy_grad`).
+    gradient only with `entropy_grad`). `model_inputs`: the rows' images (rlvr.models.vision.collate_inputs).
 
     Logits are computed only for completion positions (`logits_to_keep`). Half-precision logits go through
     `TokenLogprobs` (fp32 a chunk at a time, nothing but the logits kept for backward); fp32 logits (CPU runs)
     take the fp32 log-softmax a few rows at a time, so full-vocabulary fp32 logits never exist twice.
     """
-    positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+    inputs = model_inputs or {}
+    positions = model_positions(model, input_ids, attention_mask, inputs)
     logits = model(
         input_ids=input_ids, attention_mask=attention_mask, position_ids=positions, use_cache=False,
-        logits_to_keep=completion_width + 1,
+        logits_to_keep=completion_width + 1, **inputs,
     ).logits[:, :-1]
     targets = input_ids[:, -completion_width:]
     if logits.dtype != torch.float32 and not (with_entropy and entropy_grad):

@@ -14,21 +14,45 @@ def is_conversation(prompt: Any) -> bool:
     return isinstance(prompt, list)
 
 
+def _content_problem(content: Any) -> str | None:
+    """Why a message's content is not text or a list of {'type': 'text', 'text': str} / {'type': 'image'} parts."""
+    if isinstance(content, str):
+        return None
+    if not isinstance(content, list):
+        return "content must be text or a list of parts"
+    for part in content:
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind == "image" or (kind == "text" and isinstance(part.get("text"), str)):
+            continue
+        return (f"content part {str(part)[:60]!r} is neither {{'type': 'text', 'text': str}} nor "
+                "{'type': 'image'}")
+    return None
+
+
 def conversation_problem(messages: list) -> str | None:
-    """Why `messages` is not a usable conversation, or None when it is."""
+    """Why `messages` is not a usable conversation, or None when it is. A message's content is text, or a list of
+    text and image parts (the multimodal chat format of Hugging Face processors)."""
     if not messages:
         return "is an empty list of messages"
     for i, m in enumerate(messages):
-        if not isinstance(m, dict) or not isinstance(m.get("role"), str) or not isinstance(m.get("content"), str):
-            return (f"message {i} is not a {{'role': str, 'content': str}} mapping (got {str(m)[:80]!r}); "
-                    "a conversational prompt is a list of such messages")
+        if not isinstance(m, dict) or not isinstance(m.get("role"), str) or _content_problem(m.get("content")):
+            why = _content_problem(m.get("content")) if isinstance(m, dict) and isinstance(m.get("role"), str) else None
+            return (f"message {i} is not a {{'role': str, 'content': str}} mapping (got {str(m)[:80]!r}"
+                    f"{'; ' + why if why else ''}); a conversational prompt is a list of such messages")
     return None
+
+
+def content_text(content: str | list[dict[str, Any]]) -> str:
+    """A message's content as text: its text parts, an image part as '<image>'."""
+    if isinstance(content, str):
+        return content
+    return "".join(p["text"] if p.get("type") == "text" else "<image>" for p in content)
 
 
 def prompt_text(prompt: Prompt) -> str:
     """The plain text of a prompt (a conversation's message contents, one per line), e.g. for training a tiny
     model's tokenizer."""
-    return "\n".join(m["content"] for m in prompt) if is_conversation(prompt) else prompt
+    return "\n".join(content_text(m["content"]) for m in prompt) if is_conversation(prompt) else prompt
 
 
 def with_instruction(prompt: Prompt, instruction: str, separator: str = "\n\n") -> Prompt:
@@ -40,7 +64,10 @@ def with_instruction(prompt: Prompt, instruction: str, separator: str = "\n\n") 
     last = next((m for m in reversed(messages) if m.get("role") == "user"), None)
     if last is None:
         return [*messages, {"role": "user", "content": instruction}]
-    last["content"] = f"{last['content']}{separator}{instruction}"
+    if isinstance(last["content"], list):
+        last["content"] = [*last["content"], {"type": "text", "text": f"{separator}{instruction}"}]
+    else:
+        last["content"] = f"{last['content']}{separator}{instruction}"
     return messages
 
 
@@ -70,6 +97,11 @@ class PromptEncoder:
 
     def __call__(self, prompt: Prompt, where: str = "") -> list[int]:
         at = f" ({where})" if where else ""
+        if is_conversation(prompt) and any(isinstance(m.get("content"), list) and
+                                           any(p.get("type") == "image" for p in m["content"]) for m in prompt):
+            raise DataError(f"Prompt{at} has images, but the model is not a vision-language model (its config has "
+                            "no vision_config, so no processor reads them). Use an image-text-to-text model "
+                            "(docs/vision.md).")
         if is_conversation(prompt) and not self.use_template:
             reason = "model.chat_template=never" if getattr(self.tokenizer, "chat_template", None) else \
                 "the tokenizer has no chat template"

@@ -66,13 +66,15 @@ def run_facts(cfg: RunConfig, tasks: Sequence, tokenizer, encode, parameters: in
 def _model_size(cfg: RunConfig) -> int:
     """Parameters of a hub or local model, counted on the meta device (no weights are read)."""
     import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText
 
     from rlvr.models.loading import model_source
+    from rlvr.models.vision import is_vision_model
 
     config = AutoConfig.from_pretrained(model_source(cfg.model), trust_remote_code=cfg.model.trust_remote_code)
+    auto = AutoModelForImageTextToText if is_vision_model(config) else AutoModelForCausalLM
     with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(config, trust_remote_code=cfg.model.trust_remote_code)
+        model = auto.from_config(config, trust_remote_code=cfg.model.trust_remote_code)
     return parameter_counts(model)[0]
 
 
@@ -80,9 +82,19 @@ def describe_run(cfg: RunConfig) -> dict[str, str]:
     """The facts of the run `cfg` describes, built without training and without writing to its output
     directory: tasks are read and every prompt screened, a tiny model is built in memory, a hub or local model
     is counted from its config alone."""
+    from transformers import AutoConfig
+
     from rlvr.envs import make_tasks
-    from rlvr.models.loading import TINY, check_model_reachable, load_policy, load_tokenizer, model_source
-    from rlvr.models.prompts import PromptEncoder, prompt_token_limit
+    from rlvr.models.loading import (
+        TINY,
+        check_model_reachable,
+        load_policy,
+        load_processor,
+        load_tokenizer,
+        model_source,
+    )
+    from rlvr.models.prompts import prompt_token_limit
+    from rlvr.models.vision import is_vision_model, make_prompt_encoder
 
     tasks = make_tasks(cfg.data.tasks, cfg.seed, cfg.data.bad_rows)
     if cfg.model.name == TINY:
@@ -93,9 +105,13 @@ def describe_run(cfg: RunConfig) -> dict[str, str]:
         check_model_reachable(source)
         tokenizer = load_tokenizer(cfg.model.tokenizer or source, cfg.model.trust_remote_code)
         parameters, context = _model_size(cfg), None
+    vision = cfg.model.name != TINY and is_vision_model(AutoConfig.from_pretrained(
+        source, trust_remote_code=cfg.model.trust_remote_code))
+    processor = load_processor(source, cfg.model.trust_remote_code) if vision else None
     limit = prompt_token_limit(cfg.data.max_prompt_tokens, context, cfg.rollout.max_new_tokens)
-    encode = PromptEncoder(tokenizer, cfg.model.chat_template, cfg.data.system_prompt, *limit,
-                           template_kwargs=cfg.model.chat_template_kwargs)
+    encode = make_prompt_encoder(tokenizer, processor, chat_template=cfg.model.chat_template,
+                                 system_prompt=cfg.data.system_prompt, max_tokens=limit[0], limit_source=limit[1],
+                                 template_kwargs=cfg.model.chat_template_kwargs)
     for task in tasks:
         task.screen_prompts(encode)
     return run_facts(cfg, tasks, tokenizer, encode, parameters)

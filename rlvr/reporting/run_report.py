@@ -20,6 +20,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from rlvr.errors import RlvrError  # noqa: E402
+from rlvr.models.prompts import content_text  # noqa: E402
 
 CURVES = [("reward/mean", "reward (mean over samples)"), ("accuracy", "training accuracy"),
           ("eval/accuracy", "held-out accuracy (greedy)"), ("response_length/mean", "completion length (tokens)"),
@@ -159,19 +160,24 @@ def conversation_html(messages: list) -> str:
     for m in messages:
         role = str(m.get("role", "?")) if isinstance(m, dict) else "?"
         content = m.get("content", "") if isinstance(m, dict) else m
-        text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+        text = content if isinstance(content, str) else content_text(content) if isinstance(content, list) and \
+            all(isinstance(c, dict) for c in content) else json.dumps(content, ensure_ascii=False)
         kind = role if role in ("system", "user", "assistant", "tool") else "other"
         parts.append(f'<div class="turn {kind}"><span class="role">{html.escape(role)}</span><pre>{_cut(text)}</pre>'
                      "</div>")
     return "".join(parts)
 
 
-def prompt_html(prompt: Any) -> str:
-    """A logged prompt: text in a box, a conversation as its turns."""
+def prompt_html(prompt: Any, images: list[str] | None = None) -> str:
+    """A logged prompt: text in a box, a conversation as its turns; its images (data URIs) as thumbnails beside."""
+    thumbs = "".join(f'<img class="thumb" alt="image {i}" src="{html.escape(uri)}">'
+                     for i, uri in enumerate(images or [], 1) if uri.startswith("data:image/"))
     if isinstance(prompt, list):
-        return f'<div class="prompt">{conversation_html(prompt)}</div>'
-    text = prompt if isinstance(prompt, str) else json.dumps(prompt, ensure_ascii=False)
-    return f'<pre class="prompt">{html.escape(text or "")}</pre>'
+        shown = f'<div class="prompt">{conversation_html(prompt)}</div>'
+    else:
+        text = prompt if isinstance(prompt, str) else json.dumps(prompt, ensure_ascii=False)
+        shown = f'<pre class="prompt">{html.escape(text or "")}</pre>'
+    return f'<div class="with-images"><div class="thumbs">{thumbs}</div>{shown}</div>' if thumbs else shown
 
 
 def completions_section(rows: list[dict]) -> str:
@@ -187,7 +193,7 @@ def completions_section(rows: list[dict]) -> str:
             reference = group[0].get("reference")
             parts.append(f'<div class="group"><div class="meta">{html.escape(task)} / {html.escape(str(uid))}'
                          + (f" &middot; reference <code>{html.escape(str(reference))}</code>" if reference else "")
-                         + f'</div>{prompt_html(group[0].get("prompt"))}<table class="samples"><tr><th>#</th>'
+                         + f'</div>{prompt_html(group[0].get("prompt"), group[0].get("images"))}<table class="samples"><tr><th>#</th>'
                          "<th>completion</th><th>verdict</th><th>scores</th><th>advantage</th><th>tokens</th>"
                          "<th>answer scored</th></tr>")
             for r in group:
@@ -258,6 +264,10 @@ table.facts td { font-family: ui-monospace, Menlo, monospace; font-size: 13px; }
 .meta { color: #555; font-size: 13px; margin-bottom: 4px; }
 pre { white-space: pre-wrap; word-break: break-word; margin: 0; font-size: 12px; }
 .prompt { background: #f5f5f5; padding: 6px; border-radius: 4px; margin-bottom: 6px; }
+.with-images { display: flex; gap: 8px; align-items: flex-start; }
+.with-images .prompt { flex: 1; }
+.thumb { width: 96px; height: 96px; object-fit: contain; image-rendering: pixelated; border: 1px solid #ccc;
+         margin: 0 4px 4px 0; }
 .turn { display: flex; gap: 8px; margin: 2px 0; }
 .turn .role { flex: 0 0 72px; font-size: 11px; font-weight: 600; color: #666; text-transform: uppercase;
   padding-top: 1px; }

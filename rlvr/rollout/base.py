@@ -30,6 +30,7 @@ class SamplingParams:
     stop: list[str] = field(default_factory=list)
     greedy: bool = False
     return_entropy: bool = False  # per-token entropy costs a full-vocabulary pass per step: only when needed
+    suppress_tokens: tuple[int, ...] = ()  # never sampled (a VLM's image placeholders); not in the logprobs
 
 
 @dataclass

@@ -6,10 +6,12 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
+from dataclasses import replace
 
 import torch
 from transformers import DynamicCache
 
+from rlvr.models.vision import collate_inputs, image_placeholder_ids, model_positions, next_positions, prompt_inputs
 from rlvr.rollout.base import ENGINES, BatchedEngine, Completion, SamplingParams
 from rlvr.rollout.sampling import next_tokens, stop_reached, stop_window
 
@@ -54,12 +56,16 @@ class HFRolloutEngine(BatchedEngine):
         self.all_finished: Callable[[bool], bool] = bool
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.eos = torch.tensor(eos_ids(model, tokenizer))
+        # A vision-language model's image placeholder tokens: sampled in a completion, they would ask for pixels.
+        self.placeholders = image_placeholder_ids(model)
 
 
     @torch.no_grad()  # not inference_mode: inference tensors would end up in FSDP2's all-gather buffers
     def _generate_batch(self, prompts: list[list[int]], params: SamplingParams,
                         generators: list[torch.Generator] | None) -> list[Completion]:
         device = next(self.model.parameters()).device
+        if self.placeholders:
+            params = replace(params, suppress_tokens=tuple(sorted({*params.suppress_tokens, *self.placeholders})))
         n, width = params.n, max(len(p) for p in prompts)
         ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
         mask = torch.zeros((len(prompts), width), dtype=torch.long)
@@ -67,22 +73,23 @@ class HFRolloutEngine(BatchedEngine):
             ids[row, width - len(p) :] = torch.tensor(p)
             mask[row, width - len(p) :] = 1
         ids, mask = ids.to(device), mask.to(device)
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        extra = collate_inputs([prompt_inputs(p) for p in prompts], device)  # images of a vision-language prompt
+        positions = model_positions(self.model, ids, mask, extra)
         cache = DynamicCache(config=self.model.config)
         cache_kw = cache_keyword(self.model)
         logits = self.model(
             input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1,
-            **{cache_kw: cache},
+            **{cache_kw: cache}, **extra,
         ).logits[:, -1]
+        next_pos = next_positions(positions)
         # Share the prefill among the n samples of each prompt.
         if n > 1:
             cache.batch_repeat_interleave(n)
             logits, mask = logits.repeat_interleave(n, 0), mask.repeat_interleave(n, 0)
-            positions = positions.repeat_interleave(n, 0)
+            next_pos = next_pos.repeat_interleave(n, 0)
         batch = logits.shape[0]
         # The attention mask for every decode step, allocated once: prompt mask, then ones.
         mask = torch.cat([mask, torch.ones((batch, params.max_new_tokens), dtype=mask.dtype, device=device)], dim=1)
-        next_pos = positions[:, -1] + 1
         eos = self.eos.to(device)
         finished = torch.zeros(batch, dtype=torch.bool, device=device)
         lengths = torch.full((batch,), params.max_new_tokens, dtype=torch.long, device=device)

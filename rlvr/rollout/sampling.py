@@ -35,6 +35,9 @@ def next_tokens(logits: torch.Tensor, step: int, params: SamplingParams, eos: to
     sample_from = scaled
     if step < params.min_new_tokens:  # a sampling constraint, like top-k: not in the logprobs
         sample_from = scaled.index_fill(-1, eos, float("-inf"))
+    if params.suppress_tokens:  # likewise
+        sample_from = sample_from.index_fill(-1, torch.tensor(params.suppress_tokens, device=logits.device),
+                                             float("-inf"))
     if params.greedy:
         tok = sample_from.argmax(-1)
     else:

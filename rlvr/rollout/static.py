@@ -36,6 +36,8 @@ from functools import partial
 import torch
 import torch.nn.functional as F
 
+from rlvr.errors import ConfigError
+from rlvr.models.vision import is_vision_model
 from rlvr.rollout.base import ENGINES, BatchedEngine, Completion, SamplingParams
 from rlvr.rollout.hf import HFRolloutEngine, eos_ids
 from rlvr.rollout.sampling import next_tokens, stop_reached
@@ -487,6 +489,9 @@ class StaticCacheEngine(BatchedEngine):
 def static_engine(model, tokenizer, batch_size: int = 256):
     """Static KV cache over the policy's own modules (Llama, Qwen2, Qwen3, Mistral); CUDA graphs on GPU, eager on
     CPU. Other models fall back to hf with a message."""
+    if is_vision_model(causal_lm(model)):
+        raise ConfigError("rollout.engine=static does not prefill image features: a vision-language model generates "
+                          "with rollout.engine=hf (or auto, which picks hf for it).")
     reason = unsupported_reason(model)
     if reason is not None:
         print(f"note: rollout.engine=static {reason}; generating with the hf engine instead", file=sys.stderr)

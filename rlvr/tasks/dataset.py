@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from rlvr.errors import ConfigError, DataError, did_you_mean
-from rlvr.models.prompts import Prompt, conversation_problem
+from rlvr.models.prompts import Prompt, conversation_problem, is_conversation
+from rlvr.models.vision import image_parts, load_image, with_images
 from rlvr.tasks.base import RESERVED_FIELDS, TASKS, Problem, Task
 from rlvr.verifiers.verdict import Verdict, shown_answer
 
@@ -169,8 +170,10 @@ class DatasetTask(Task):
     """Problems with reference answers from a file on disk, a saved dataset or a hub name (args: path, split,
     prompt_column or prompt_template, answer_column, solution_column, extra_columns, eval_path or eval_size,
     verifier, answer_form: handed to the verifier with every problem, 'auto' / 'number' / 'any' for the math
-    verifier). `prompt_template` is a Python format string over the row's columns, e.g.
-    'Solve: {question}\nGive the answer after ####.'."""
+    verifier, images_column). `prompt_template` is a Python format string over the row's columns, e.g.
+    'Solve: {question}\nGive the answer after ####.'. Rows with images: the images column (default 'images')
+    holds file paths, bytes or PIL images, taken in order by the prompt's `{"type": "image"}` parts
+    (docs/vision.md)."""
 
     name = "dataset"
     has_rows = True
@@ -179,7 +182,7 @@ class DatasetTask(Task):
                  solution_column: str | None = None, eval_path: str | None = None, eval_size: int = 0,
                  verifier: str = "rlvr.tasks.dataset:exact_match", extra_columns: list[str] | None = None,
                  bad_rows: str = "error", prompt_template: str | None = None, split: str = "train",
-                 eval_split: str = "test", answer_form: str | None = None):
+                 eval_split: str = "test", answer_form: str | None = None, images_column: str = "images"):
         if not path:
             raise DataError("The dataset task needs data.tasks[].args.path: a .jsonl/.parquet/.csv file or a saved dataset.")
         for key, value in (("path", path), ("eval_path", eval_path)):
@@ -209,6 +212,7 @@ class DatasetTask(Task):
             raise ConfigError(f"data.tasks[].args.extra_columns: {', '.join(clash)} cannot be handed to reward "
                               f"functions (they receive {', '.join(RESERVED_FIELDS)} themselves); leave them out.")
         self.template_columns = template_columns
+        self.images_column = images_column
         rows = self._load(path, split)
         if eval_path:
             self._splits = {"train": rows, "eval": self._load(eval_path, eval_split)}
@@ -280,6 +284,34 @@ class DatasetTask(Task):
                 "text or a list of {'role', 'content'} messages. Fix the column, or build the prompt from columns "
                 "with data.tasks[].args.prompt_template")
 
+    def _with_images(self, prompt: Prompt, value: Any, path: str) -> Prompt:
+        """The prompt with the row's images (the images column: file paths, bytes, `datasets` Image values or PIL
+        images) put into its `{"type": "image"}` parts; a text prompt with images becomes one user turn, images
+        first. Each image is opened now, so a missing or unreadable one is a bad row. Relative paths are resolved
+        against the dataset file's folder."""
+        col, parts = self.images_column, len(image_parts(prompt))
+        images = [] if value is None else value if isinstance(value, list) else [value]
+        if not images:
+            if parts:
+                raise DataError(f"the prompt has {parts} {{'type': 'image'}} part(s) but column '{col}' (images) "
+                                f"{'is missing' if value is None else 'is empty'}; give the images there, or map the "
+                                "column with data.tasks[].args.images_column")
+            return prompt
+        if is_conversation(prompt) and len(images) != parts:
+            raise DataError(f"column '{col}' (images) holds {len(images)} image(s), but the prompt has {parts} "
+                            "{'type': 'image'} part(s); each image part takes the next image")
+        base = Path(path).expanduser().parent if Path(path).expanduser().is_file() else None
+        resolved = []
+        for i, image in enumerate(images, 1):
+            try:
+                load_image(image, base)
+            except DataError as e:
+                raise DataError(f"column '{col}' (images), image {i}: {e}") from None
+            if isinstance(image, (str, Path)) and base is not None and not Path(image).expanduser().is_absolute():
+                image = str(base / image)
+            resolved.append(image)
+        return with_images(prompt, resolved)
+
     def _reject(self, where: str, problem: str) -> None:
         """Apply the bad-row policy to an unusable row."""
         if self.bad_rows == "error":
@@ -300,11 +332,16 @@ class DatasetTask(Task):
                 self._reject(row.where, problem)
                 continue
             values, uid = row.values, f"{Path(path).name}-{i}"
+            try:
+                prompt = self._with_images(self._prompt(values), values.get(self.images_column), path)
+            except DataError as e:
+                self._reject(row.where, str(e))
+                continue
             self._where[uid] = row.where
             problems.append(
                 Problem(
                     uid=uid,
-                    prompt=self._prompt(values),
+                    prompt=prompt,
                     answer=str(values[self.columns["answer"]]),
                     solution=str(values[self.columns["solution"]]) if "solution" in self.columns else None,
                     fields={**{c: values[c] for c in self.extra}, **self.answer_form},

@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 
+from rlvr.models.vision import loggable_prompt
 from rlvr.tasks import Task
 
 
@@ -25,7 +26,8 @@ def completion_rows(step: int, groups: list, advantages: torch.Tensor, completio
     step's batch rows, group after group; a completion's advantage is its mean over its tokens. `prompt` is the
     problem's prompt as the data gives it (a string, or a conversation: a list of {role, content} messages);
     `completion` is the text the verifier read (an episode's last assistant turn), and an episode's row adds
-    `messages`, every turn after the prompt (assistant turns and the environment's replies)."""
+    `messages`, every turn after the prompt (assistant turns and the environment's replies). A prompt with images
+    is logged with its image parts empty and `images`, a small PNG data URI of each."""
     n = len(groups[0].completions) if groups else 0
     per_sample = ((advantages * completion_mask).sum(-1) / completion_mask.sum(-1).clamp(min=1)).tolist()
     chosen = sorted(random.Random(step).sample(range(len(groups)), min(how_many, len(groups))))
@@ -33,11 +35,12 @@ def completion_rows(step: int, groups: list, advantages: torch.Tensor, completio
     for g in chosen:
         group = groups[g]
         task, problem, scored = tasks[group.source], group.problem, group.scored
+        prompt, images = loggable_prompt(problem.prompt)  # a prompt's images as thumbnails
         for i, completion in enumerate(group.completions):
             reported = scored.reported_answer(i)
             answer = reported[0] if reported else task.final_answer(completion.text)
             rows.append({
-                "step": step, "task": task.label, "uid": problem.uid, "sample": i, "prompt": problem.prompt,
+                "step": step, "task": task.label, "uid": problem.uid, "sample": i, "prompt": prompt,
                 "completion": completion.text, "reward": float(scored.total[i]),
                 **{f"reward/{name}": float(values[i]) for name, values in scored.per_function.items()},
                 "correct": bool(scored.correct[i]), "advantage": per_sample[g * n + i],
@@ -46,6 +49,8 @@ def completion_rows(step: int, groups: list, advantages: torch.Tensor, completio
                 "answer_matches": None if answer is None or problem.answer is None
                 else task.same_answer(answer, " ".join(str(problem.answer).split())),
             })
+            if images:
+                rows[-1]["images"] = images
             if getattr(completion, "messages", None):  # an episode: its turns after the prompt, replies included
                 rows[-1]["messages"] = list(completion.messages)
     return rows

@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from rlvr.models.vision import collate_inputs, prompt_inputs
 from rlvr.rollout.base import Completion
 
 
@@ -26,6 +27,9 @@ class RolloutBatch:
     old_logprobs: torch.Tensor | None = None  # [N, C]
     ref_logprobs: torch.Tensor | None = None  # [N, C]
     metadata: list[dict[str, Any]] = field(default_factory=list)
+    # Per row, the model inputs of its prompt besides the ids (a vision-language prompt's pixels; the n rows of a
+    # group share one dict); None when no prompt has any (text-only).
+    model_inputs: list[dict[str, torch.Tensor]] | None = None
 
     @property
     def completion_width(self) -> int:
@@ -43,6 +47,8 @@ class RolloutBatch:
                 picked[f.name] = value[index]
             elif f.name == "metadata":
                 picked[f.name] = [value[i] for i in index.tolist()] if value else []
+            elif f.name == "model_inputs" and value is not None:
+                picked[f.name] = [value[i] for i in index.tolist()]
         out = replace(self, **picked)
         if not len(out):
             return out
@@ -68,6 +74,10 @@ class RolloutBatch:
             return [rows]
         lengths = self.attention_mask[rows].sum(-1)
         return list(rows[torch.argsort(lengths, descending=True, stable=True)].split(size))
+
+    def forward_inputs(self, device: torch.device | str) -> dict[str, torch.Tensor]:
+        """The rows' model inputs besides ids and mask, collated for one forward on `device` ({} for text rows)."""
+        return collate_inputs(self.model_inputs, device) if self.model_inputs is not None else {}
 
     def to(self, device: torch.device | str) -> RolloutBatch:
         """The same rows with every tensor on `device`."""
@@ -108,4 +118,5 @@ class RolloutBatch:
             group_ids=torch.tensor([g for g, _, _ in rows]),
             truncated=torch.tensor([c.truncated for _, _, c in rows]),
             metadata=[metadata[g] for g, _, _ in rows],
+            model_inputs=[prompt_inputs(p) for _, p, _ in rows] if any(prompt_inputs(p) for p in prompts) else None,
         )

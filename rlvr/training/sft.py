@@ -16,12 +16,14 @@ from rlvr.models.loading import (
     TINY,
     load_model,
     load_policy,
+    load_processor,
     load_tokenizer,
     model_source,
     resolve_device,
     save_pretrained,
 )
 from rlvr.models.prompts import PromptEncoder, conversation_problem, prompt_text
+from rlvr.models.vision import collate_inputs, is_vision_model, make_prompt_encoder, model_positions, prompt_inputs
 from rlvr.tasks.dataset import read_rows
 from rlvr.tracking import MetricsLogger
 
@@ -104,6 +106,13 @@ def encode_conversations(messages: list[list[dict]], encode: PromptEncoder) -> l
     return [renderer.conversation(m) for m in messages]
 
 
+def image_inputs(model, ids: torch.Tensor, attn: torch.Tensor, examples: list[Example]) -> dict[str, torch.Tensor]:
+    """The images of a right-padded batch of a vision-language model's examples, with their positions (M-RoPE);
+    nothing for text prompts."""
+    inputs = collate_inputs([prompt_inputs(e[0]) for e in examples], ids.device)
+    return {**inputs, "position_ids": model_positions(model, ids, attn, inputs)} if inputs else {}
+
+
 def sft_loss(model, examples: list[Example], pad_id: int) -> torch.Tensor:
     """Mean cross-entropy over the trained target tokens of `examples` (right-padded batch); a (prompt, target)
     pair trains every target token."""
@@ -121,7 +130,8 @@ def sft_loss(model, examples: list[Example], pad_id: int) -> torch.Tensor:
             target = target.masked_fill(~torch.tensor(trained, dtype=torch.bool), -100)
         labels[r, len(p) : len(seq)] = target
     device = next(model.parameters()).device
-    logits = model(input_ids=ids.to(device), attention_mask=attn.to(device)).logits[:, :-1].float()
+    ids, attn = ids.to(device), attn.to(device)
+    logits = model(input_ids=ids, attention_mask=attn, **image_inputs(model, ids, attn, examples)).logits[:, :-1].float()
     return torch.nn.functional.cross_entropy(logits.transpose(1, 2), labels[:, 1:].to(device), ignore_index=-100)
 
 
@@ -140,7 +150,9 @@ def exact_match(model, examples: list[Example], pad_id: int, batch_size: int = 2
         for r, (p, c, _) in enumerate(chunk):
             ids[r, : len(p) + len(c)] = torch.tensor(p + c)
             attn[r, : len(p) + len(c)] = 1
-        predicted = model(input_ids=ids.to(device), attention_mask=attn.to(device)).logits.argmax(-1).cpu()
+        ids, attn = ids.to(device), attn.to(device)
+        predicted = model(input_ids=ids, attention_mask=attn,
+                          **image_inputs(model, ids, attn, chunk)).logits.argmax(-1).cpu()
         for r, (p, c, trained) in enumerate(chunk):
             guess = predicted[r, len(p) - 1 : len(p) + len(c) - 1].tolist()
             hits += all(g == t for g, t, k in zip(guess, c, trained or [True] * len(c)) if k)
@@ -207,11 +219,13 @@ def run_sft(cfg: RunConfig, stop: StopAtAccuracy | None = None) -> Path:
         model = load_model(cfg.model)
         tokenizer = load_tokenizer(cfg.model.tokenizer or model_source(cfg.model), cfg.model.trust_remote_code)
     model.to(resolve_device(cfg.model.device))
-    encode = PromptEncoder(tokenizer, cfg.model.chat_template, cfg.data.system_prompt, cfg.data.max_prompt_tokens,
-                           template_kwargs=cfg.model.chat_template_kwargs)
+    processor = load_processor(model_source(cfg.model), cfg.model.trust_remote_code) if is_vision_model(model) else None
+    encode = make_prompt_encoder(tokenizer, processor, chat_template=cfg.model.chat_template,
+                                 system_prompt=cfg.data.system_prompt, max_tokens=cfg.data.max_prompt_tokens,
+                                 template_kwargs=cfg.model.chat_template_kwargs)
     examples = encode_conversations(dialogues, encode) if multi_turn else encode_pairs(pairs, encode, tokenizer)
     held_out = encode_pairs(stop.pairs, encode, tokenizer) if stop else []
-    optimizer = torch.optim.AdamW(model.parameters(), lr=s.lr)
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=s.lr)
     steps_per_epoch = -(-len(examples) // s.batch_size)
     logger = MetricsLogger(out, s.epochs * steps_per_epoch, console=cfg.tracking.console, description="sft",
                            log_every=cfg.tracking.log_every,

@@ -39,10 +39,19 @@ from rlvr.envs import make_tasks
 from rlvr.errors import RlvrError
 from rlvr.evaluation.checks import eval_setting_warnings
 from rlvr.evaluation.evaluate import eval_completion_rows, eval_settings, run_evaluation, training_metrics
-from rlvr.models.loading import TINY, load_model, load_policy, load_tokenizer, model_source, save_pretrained
+from rlvr.models.loading import (
+    TINY,
+    load_model,
+    load_policy,
+    load_processor,
+    load_tokenizer,
+    model_source,
+    save_pretrained,
+)
 from rlvr.models.logprobs import completion_logprobs
 from rlvr.models.lora import add_lora, is_lora, load_lora
-from rlvr.models.prompts import PromptEncoder, prompt_token_limit
+from rlvr.models.prompts import prompt_token_limit
+from rlvr.models.vision import freeze_vision, is_vision_model, make_prompt_encoder
 from rlvr.reporting.run_banner import end_facts, start_facts
 from rlvr.rewards.backends import make_reward_pool
 from rlvr.rewards.composite import RewardComposer
@@ -104,8 +113,10 @@ class Trainer:
         self.kl_control = AdaptiveKLController(a.kl_coef, a.kl_target, a.kl_horizon) if a.kl_target else None
         limit = prompt_token_limit(cfg.data.max_prompt_tokens, getattr(self.model.config, "max_position_embeddings", None),
                                    cfg.rollout.max_new_tokens)
-        self.encode = PromptEncoder(self.tokenizer, cfg.model.chat_template, cfg.data.system_prompt, *limit,
-                                   template_kwargs=cfg.model.chat_template_kwargs)
+        processor = load_processor(source, cfg.model.trust_remote_code) if is_vision_model(model) else None
+        self.encode = make_prompt_encoder(self.tokenizer, processor, chat_template=cfg.model.chat_template,
+                                          system_prompt=cfg.data.system_prompt, max_tokens=limit[0],
+                                          limit_source=limit[1], template_kwargs=cfg.model.chat_template_kwargs)
         for task in self.tasks:
             task.screen_prompts(self.encode)
         self.skipped_rows = [row for task in self.tasks for row in task.skipped_rows]
@@ -159,7 +170,10 @@ class Trainer:
         if lora is None:
             return load_model(self.cfg.model, name=str(resume_path) if resume_path else self.initial_model)
         base = load_model(self.cfg.model, name=self.initial_model)
-        return load_lora(base, resume_path) if resume_path else add_lora(base, lora)
+        model = load_lora(base, resume_path) if resume_path else add_lora(base, lora)
+        if self.cfg.model.freeze_vision and is_vision_model(model):  # adapters on the vision tower stay at zero
+            freeze_vision(model)
+        return model
 
     def _reference_logprobs(self, batch: RolloutBatch) -> torch.Tensor:
         t = time.perf_counter()
@@ -247,7 +261,7 @@ class Trainer:
             for rows in batch.micro_batches(self._my_rows(batch), self.cfg.optim.micro_batch_size):
                 mb = batch.select(rows).to(device)
                 logp, _ = completion_logprobs(model, mb.input_ids, mb.attention_mask, mb.completion_width,
-                                              self.cfg.rollout.temperature)
+                                              self.cfg.rollout.temperature, model_inputs=mb.forward_inputs(device))
                 out[rows, : mb.completion_width] = logp.float().cpu()
         return all_reduce_tensor(out)
 

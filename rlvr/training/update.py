@@ -57,7 +57,8 @@ def accumulate_gradients(model, mini: RolloutBatch, setup: LossSetup,
         mb = mini.select(rows).to(device)
         mask, loss_mask = mb.completion_mask, mb.loss_mask
         logp, entropy = completion_logprobs(model, mb.input_ids, mb.attention_mask, mb.completion_width,
-                                            setup.temperature, with_entropy=True, entropy_grad=a.entropy_coef > 0)
+                                            setup.temperature, with_entropy=True, entropy_grad=a.entropy_coef > 0,
+                                            model_inputs=mb.forward_inputs(device))
         logp = logp.to(mb.advantages.dtype)
         old = logp.detach() if setup.on_policy else mb.old_logprobs
         per_token, stats = setup.policy_loss(logp, old, mb.advantages, loss_mask, a)

@@ -29,12 +29,19 @@ COPY_MIN_CHARS = 12  # a prompt sentence shorter than this ("58 + 96") may well 
 PROMPT_SENTENCE = re.compile(r"[^.?!\n]+[.?!]*")
 
 
+def _content_text(content: Any) -> str:
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+    return str(content)
+
+
 def prompt_text(prompt: Any) -> str:
-    """A prompt as text: a string, or a conversation's message contents one per line."""
+    """A prompt as text: a string, or a conversation's message contents one per line (of a multimodal message, its
+    text parts)."""
     if isinstance(prompt, str):
         return prompt
     if isinstance(prompt, (list, tuple)):
-        return "\n".join(str(m.get("content", "")) for m in prompt if isinstance(m, dict))
+        return "\n".join(_content_text(m.get("content", "")) for m in prompt if isinstance(m, dict))
     return "" if prompt is None else str(prompt)
 
 
