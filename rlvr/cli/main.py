@@ -102,7 +102,8 @@ def cmd_verify(args) -> int | None:
         if len(args.paths) != 1 or not args.judge:
             raise ConfigError("Usage: rlvr verify judge-probe --judge MODEL [--set KEY=VALUE ...] [--problems N] "
                               "[--seed S] (no file).")
-        return judge_probe_command(args.judge, args.overrides, args.problems, args.seed, args.json, args.strict)
+        return judge_probe_command(args.judge, args.overrides, args.problems, args.seed, args.json, args.strict,
+                                   args.defences)
     if args.paths[0] == "hacks":
         if len(args.paths) != 1:
             raise ConfigError("Usage: rlvr verify hacks [--only NAME,...] [--problems N] [--seed S] (no file).")
@@ -181,7 +182,8 @@ def build_parser() -> argparse.ArgumentParser:
                        usage="rlvr verify (--task NAME | --verifier SPEC) [--set KEY=VALUE ...] [options] FILE.jsonl\n"
                              "       rlvr verify audit [options] FILE.jsonl\n"
                              "       rlvr verify hacks [--only NAME,...] [--problems N] [--seed S] [options]\n"
-                             "       rlvr verify judge-probe --judge MODEL [--set KEY=VALUE ...] [--problems N] [--seed S]",
+                             "       rlvr verify judge-probe --judge MODEL [--set KEY=VALUE ...] [--problems N] [--seed S] "
+                             "[--defences off,on]",
                        description="Score rows holding 'completion' (plus 'prompt', 'answer', ... as the verifier "
                        "needs; a run's completions.jsonl as it is) with a task's verifier through the reward worker "
                        "pool; with 'audit', report the math verifier's false-negative and false-positive rates on "
@@ -202,6 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--seed", type=int, default=0, help="hacks: seed of the problems drawn")
     v.add_argument("--strict", action="store_true", help="hacks: exit 1 when a hack is paid or a control refused; "
                    "judge-probe: when a master-key class passes above 5%% with the defences on")
+    v.add_argument("--defences", default="off,on", help="judge-probe: 'off', 'on' or 'off,on' (default)")
     v.add_argument("--judge", help="judge-probe: the judge model (HF directory, hub name, .gguf or packaged name)")
     v.set_defaults(func=cmd_verify)
     sub.add_parser("tasks", help="list tasks and environments").set_defaults(func=cmd_tasks)

@@ -62,8 +62,9 @@ class JudgeSettings(Section):
     output: Literal["verdict", "probability"] = Field("verdict", description="The reward: 1/0 by the threshold, "
                                                       "or the probability itself (0 when a defence refused).")
     require_answer: bool = Field(True, description="Defence: a reply with no extractable final answer (after "
-                                 "removing sentences copied from the question, and an answer that restates the "
-                                 "question) scores 0 without asking the judge.")
+                                 "removing sentences copied from the question, an answer that restates the "
+                                 "question, or one that speaks of the grading: 'the same as the reference') scores "
+                                 "0 without asking the judge.")
     sealed_reply: bool = Field(True, description="Defence: the reply cannot write the verdict position: its "
                                "special-token strings are broken up and it is fenced inside the user turn, so it "
                                "cannot open an assistant turn of its own.")
@@ -99,8 +100,6 @@ class RlprSettings(Section):
 
     marker: str = Field("<answer>", min_length=1, description="The reasoning is the completion up to the last "
                         "marker (all of it when there is none); the reference is scored after reasoning + marker.")
-    closing: str = Field("", description="Text after the reference in the scored sequence (e.g. '</answer>'); "
-                         "its tokens are not scored.")
     debias: bool = Field(True, description="Subtract the probability of the reference without the reasoning and "
                          "clip to [0, 1] (RLPR's debiasing).")
     batch_size: int = Field(8, ge=1, description="Sequences per forward pass.")

@@ -122,10 +122,10 @@ def render(result: dict[str, Any], console) -> None:
                                                          for s, r in result["worst_master_key_rate"].items()))
 
 
-def probe_judge(settings: JudgeSettings, problems: int = 100, seed: int = 0) -> tuple[list[JudgeProbe], dict]:
-    """Every probe on `problems` questions drawn from `seed`, with defences off and as `settings` has them."""
+def probe_judge(settings: JudgeSettings, problems: int = 100, seed: int = 0, which: tuple[str, ...] = ("off", "on")
+                ) -> tuple[list[JudgeProbe], dict]:
+    """Every probe on `problems` questions drawn from `seed`, with defences off and/or as `settings` has them."""
     probes = judge_probes(addition_problems(problems, seed))
     on = Judge(settings)
-    results = {"off": run_judge_probes(probes, defences_off(settings), on),
-               "on": run_judge_probes(probes, settings, on)}
-    return probes, results
+    variants = {"off": defences_off(settings), "on": settings}
+    return probes, {name: run_judge_probes(probes, variants[name], on) for name in which}

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from collections import OrderedDict
 from typing import Any
 
@@ -38,6 +39,8 @@ TEMPLATE = (
     "[RESPONSE START]\n{response}\n[RESPONSE END]\n"
     "Does the response give a final answer equal to the reference answer? Reply Yes or No."
 )
+# an "answer" that speaks of the grading instead of stating one ("the same as the reference answer")
+GRADER_TALK = re.compile(r"\b(?:reference|verdict|grader|grading|judge|the response)\b", re.IGNORECASE)
 PLAIN_VERDICT_PREFIX = "\nVerdict:"  # after the judge prompt when its tokenizer has no chat template
 FENCES = ("[RESPONSE START]", "[RESPONSE END]")
 
@@ -67,9 +70,10 @@ class Judge:
             model, tokenizer = load_causal_lm(settings.model, settings.dtype, settings.device)
         self.settings, self.model, self.tokenizer = settings, model, tokenizer
         self.template = settings.template or TEMPLATE
-        self.yes_ids = first_token_ids(tokenizer, settings.yes)
-        self.no_ids = first_token_ids(tokenizer, settings.no)
-        if not self.yes_ids or not self.no_ids or set(self.yes_ids) & set(self.no_ids):
+        yes, no = first_token_ids(tokenizer, settings.yes), first_token_ids(tokenizer, settings.no)
+        # a first token both lists share (a bare space, 'Y' of 'YES' and 'NO' split alike ...) tells nothing
+        self.yes_ids, self.no_ids = [i for i in yes if i not in no], [i for i in no if i not in yes]
+        if not self.yes_ids or not self.no_ids:
             raise ValueError(f"judge: the yes words {settings.yes} and no words {settings.no} must start with "
                              "distinct tokens of the judge's tokenizer")
         self.specials = sorted({t for t in (*tokenizer.all_special_tokens, *tokenizer.get_added_vocab()) if t},
@@ -94,6 +98,8 @@ class Judge:
             return "no final answer"
         if guards.restates_prompt(answer, question, reference):
             return "the answer restates the question"
+        if GRADER_TALK.search(answer) and not GRADER_TALK.search(reference):
+            return "the answer speaks of the grading"
         return None
 
     def prompt_ids(self, question: str, reference: str, reply: str) -> list[int]:
