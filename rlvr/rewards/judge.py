@@ -62,6 +62,22 @@ def first_token_ids(tokenizer, words: list[str]) -> list[int]:
     return list(dict.fromkeys(i[0] for i in ids if i))
 
 
+def refusal(settings: JudgeSettings, question: str, reference: str, reply: str) -> str | None:
+    """Why `require_answer` refuses the reply before any judge is asked (no final answer, an answer restating the
+    question or speaking of the grading), or None; needs no model."""
+    if not settings.require_answer:
+        return None
+    text = guards.without_prompt_copies(reply, question, reference)
+    answer = extract_answer(text, settings.extract)
+    if answer is None or not answer.strip():
+        return "no final answer"
+    if guards.restates_prompt(answer, question, reference):
+        return "the answer restates the question"
+    if GRADER_TALK.search(answer) and not GRADER_TALK.search(reference):
+        return "the answer speaks of the grading"
+    return None
+
+
 class Judge:
     """A judge model with its settings: the prompt it reads, the defences, and a verdict cache."""
 
@@ -90,17 +106,7 @@ class Judge:
 
     def refusal(self, question: str, reference: str, reply: str) -> str | None:
         """Why a defence refuses the reply before the judge is asked, or None."""
-        if not self.settings.require_answer:
-            return None
-        text = guards.without_prompt_copies(reply, question, reference)
-        answer = extract_answer(text, self.settings.extract)
-        if answer is None or not answer.strip():
-            return "no final answer"
-        if guards.restates_prompt(answer, question, reference):
-            return "the answer restates the question"
-        if GRADER_TALK.search(answer) and not GRADER_TALK.search(reference):
-            return "the answer speaks of the grading"
-        return None
+        return refusal(self.settings, question, reference, reply)
 
     def prompt_ids(self, question: str, reference: str, reply: str) -> list[int]:
         """The judge's input: the template in a user turn, ending where the judge's verdict starts."""
