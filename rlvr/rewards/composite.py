@@ -167,7 +167,6 @@ class RewardComposer:
         outcomes = self.pool.score([r for t in others for r in self._requests(t, samples, fields, groups)])
         outcomes.update(self._policy_outcomes([t for t in self.terms if t.uses_policy], samples, groups))
         per_function, failures, extras, first_errors = {}, {}, {}, {}
-        total = torch.zeros(n, dtype=torch.float64)
         for term in self.terms:
             results = verdicts if term is self.verifier else self._per_sample(term, outcomes, n, groups)
             values = torch.zeros(n, dtype=torch.float64)
@@ -181,8 +180,6 @@ class RewardComposer:
                     failures[term.name][out.status] += 1
                     first_errors.setdefault(term.name, f"{out.status}: {out.message}")
             per_function[term.name] = values
-            if term is not self.verifier:
-                total += term.weight * values
         correct = per_function[self.verifier.name] >= 1.0
         stated = extras.get(f"{self.verifier.name}/correct")  # a verifier may state its verdict apart from its score
         if stated is not None:
@@ -193,7 +190,9 @@ class RewardComposer:
             extras[f"{self.verifier.name}/corrected"] = verifier_reward.clone()
         if clean is not None:
             extras[f"{self.verifier.name}/clean_correct"] = clean.to(torch.float64)
-        total += self.verifier.weight * verifier_reward
+        total = torch.zeros(n, dtype=torch.float64)
+        for term in self.terms:  # in the configured order
+            total += term.weight * (verifier_reward if term is self.verifier else per_function[term.name])
         answers = [v.answer if v.status == "ok" else () for v in verdicts]
         return Scored(total, per_function, correct, failures, extras, first_errors, answers)
 
