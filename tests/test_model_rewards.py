@@ -100,8 +100,8 @@ def test_a_sealed_reply_cannot_write_special_tokens_or_the_fence(tiny_lm):
     sealed = make_judge(tiny_lm).prompt_ids(QUESTION, "154", reply)
     raw = make_judge(tiny_lm, sealed_reply=False).prompt_ids(QUESTION, "154", reply)
     assert tokenizer.eos_token_id in raw and tokenizer.eos_token_id not in sealed
-    text = tokenizer.decode(sealed)
-    assert text.count("[RESPONSE END]") == 1  # the template's own fence only
+    text = make_judge(tiny_lm).sealed(reply)
+    assert "[RESPONSE END]" not in text and "<eos>" not in text and text.endswith("The answer is 154.")
 
 
 def test_yes_and_no_words_must_start_with_distinct_tokens(tiny_lm):
@@ -114,7 +114,7 @@ def test_judge_settings_are_checked_at_start_up_naming_the_field(tiny_lm):
     bad = RewardFunctionConfig(function="judge", args={"model": tiny_lm[0], "threshold": 2})
     with pytest.raises(ConfigError, match=r"rewards\.functions\[0\]\.args \(judge\): threshold"):
         check_reward_functions([bad], [task])
-    with pytest.raises(ConfigError, match="did you mean 'judge'"):
+    with pytest.raises(ConfigError, match="Did you mean 'judge'"):
         check_reward_functions([RewardFunctionConfig(function="jugde")], [task])
 
 

@@ -80,6 +80,7 @@ def cmd_tasks(args) -> None:
 def cmd_algorithms(args) -> None:
     from rlvr.algorithms import ADVANTAGES, KL_ESTIMATORS, POLICY_LOSSES, PRESETS
     from rlvr.curriculum import GROUP_FILTERS, SAMPLERS
+    from rlvr.rewards import REWARDS
 
     print("presets (algorithm.preset=NAME):")
     for name in sorted(PRESETS):
@@ -88,7 +89,8 @@ def cmd_algorithms(args) -> None:
         print(f"  {name:16s} {p.paper}: {p.description}{needs}")
     for title, reg in (("advantage estimators", ADVANTAGES), ("policy losses", POLICY_LOSSES),
                        ("KL estimators", KL_ESTIMATORS), ("prompt samplers (data.sampler)", SAMPLERS),
-                       ("group filters (data.filter)", GROUP_FILTERS)):
+                       ("group filters (data.filter)", GROUP_FILTERS),
+                       ("shipped rewards (rewards.functions[].function)", REWARDS)):
         print(f"{title}:")
         for name in reg.names():
             print(f"  {name:16s} {reg.summary(name)}")
