@@ -80,6 +80,7 @@ def cmd_tasks(args) -> None:
 def cmd_algorithms(args) -> None:
     from rlvr.algorithms import ADVANTAGES, KL_ESTIMATORS, POLICY_LOSSES, PRESETS, TURN_CREDIT
     from rlvr.curriculum import GROUP_FILTERS, SAMPLERS
+    from rlvr.rewards import REWARDS
 
     print("presets (algorithm.preset=NAME):")
     for name in sorted(PRESETS):
@@ -89,16 +90,23 @@ def cmd_algorithms(args) -> None:
     for title, reg in (("advantage estimators", ADVANTAGES), ("turn-level credit (algorithm.turn_credit)", TURN_CREDIT),
                        ("policy losses", POLICY_LOSSES),
                        ("KL estimators", KL_ESTIMATORS), ("prompt samplers (data.sampler)", SAMPLERS),
-                       ("group filters (data.filter)", GROUP_FILTERS)):
+                       ("group filters (data.filter)", GROUP_FILTERS),
+                       ("shipped rewards (rewards.functions[].function)", REWARDS)):
         print(f"{title}:")
         for name in reg.names():
             print(f"  {name:16s} {reg.summary(name)}")
 
 
 def cmd_verify(args) -> int | None:
-    from rlvr.cli.verify import audit_command, hacks_command, score_command
+    from rlvr.cli.verify import audit_command, hacks_command, judge_probe_command, score_command
     from rlvr.errors import ConfigError
 
+    if args.paths[0] == "judge-probe":
+        if len(args.paths) != 1 or not args.judge:
+            raise ConfigError("Usage: rlvr verify judge-probe --judge MODEL [--set KEY=VALUE ...] [--problems N] "
+                              "[--seed S] (no file).")
+        return judge_probe_command(args.judge, args.overrides, args.problems, args.seed, args.json, args.strict,
+                                   args.defences)
     if args.paths[0] == "hacks":
         if len(args.paths) != 1:
             raise ConfigError("Usage: rlvr verify hacks [--only NAME,...] [--problems N] [--seed S] (no file).")
@@ -176,24 +184,31 @@ def build_parser() -> argparse.ArgumentParser:
                        "or probe the rule verifiers with reward hacks",
                        usage="rlvr verify (--task NAME | --verifier SPEC) [--set KEY=VALUE ...] [options] FILE.jsonl\n"
                              "       rlvr verify audit [options] FILE.jsonl\n"
-                             "       rlvr verify hacks [--only NAME,...] [--problems N] [--seed S] [options]",
+                             "       rlvr verify hacks [--only NAME,...] [--problems N] [--seed S] [options]\n"
+                             "       rlvr verify judge-probe --judge MODEL [--set KEY=VALUE ...] [--problems N] [--seed S] "
+                             "[--defences off,on]",
                        description="Score rows holding 'completion' (plus 'prompt', 'answer', ... as the verifier "
                        "needs; a run's completions.jsonl as it is) with a task's verifier through the reward worker "
                        "pool; with 'audit', report the math verifier's false-negative and false-positive rates on "
                        "labelled rows (e.g. data/math_audit.jsonl); with 'hacks', the false-positive rate of every "
-                       "built-in rule verifier per class of reward hack and its acceptance of legitimate answers.")
-    v.add_argument("paths", nargs="+", metavar="FILE", help="FILE.jsonl, 'audit' FILE.jsonl, or 'hacks'")
+                       "built-in rule verifier per class of reward hack and its acceptance of legitimate answers; with "
+                       "'judge-probe', an LLM judge's false-positive rate per class of master-key reply, defences off "
+                       "and on (docs/rewards.md).")
+    v.add_argument("paths", nargs="+", metavar="FILE", help="FILE.jsonl, 'audit' FILE.jsonl, 'hacks' or 'judge-probe'")
     v.add_argument("--task", help="a registered task whose verifier scores the rows (see `rlvr tasks`)")
     v.add_argument("--verifier", help="a reward function 'module:function' or 'file.py:function' instead of a task's")
     v.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="a keyword argument for the verifier (value read as YAML)")
+                   help="a keyword argument for the verifier, or judge-probe's judge setting (value read as YAML)")
     v.add_argument("--workers", type=int, default=2, help="reward worker processes")
     v.add_argument("--timeout", type=float, default=10.0, help="per-row wall-clock limit, seconds")
     v.add_argument("--json", action="store_true", help="machine-readable output")
     v.add_argument("--only", help="hacks: the verifiers to probe, comma-separated (default: every installed one)")
     v.add_argument("--problems", type=int, default=10, help="hacks: problems drawn per verifier")
     v.add_argument("--seed", type=int, default=0, help="hacks: seed of the problems drawn")
-    v.add_argument("--strict", action="store_true", help="hacks: exit 1 when a hack is paid or a control refused")
+    v.add_argument("--strict", action="store_true", help="hacks: exit 1 when a hack is paid or a control refused; "
+                   "judge-probe: when a master-key class passes above 5%% with the defences on")
+    v.add_argument("--defences", default="off,on", help="judge-probe: 'off', 'on' or 'off,on' (default)")
+    v.add_argument("--judge", help="judge-probe: the judge model (HF directory, hub name, .gguf or packaged name)")
     v.set_defaults(func=cmd_verify)
     sub.add_parser("tasks", help="list tasks and environments").set_defaults(func=cmd_tasks)
     sub.add_parser("algorithms", help="list estimators and losses").set_defaults(func=cmd_algorithms)

@@ -1,5 +1,6 @@
 """`rlvr verify`: score a file of completions with a task's verifier, audit the math verifier on labelled rows, or
-probe every built-in rule verifier with reward hacks (`rlvr verify hacks`)."""
+probe every built-in rule verifier with reward hacks (`rlvr verify hacks`), or an LLM judge with master-key replies
+(`rlvr verify judge-probe`)."""
 
 from __future__ import annotations
 
@@ -148,3 +149,32 @@ def hacks_command(only: str | None, problems: int, seed: int, workers: int, time
     else:
         render(results, Console())
     return 1 if strict and not result["clean"] else 0
+
+
+MAX_MASTER_KEY_RATE = 0.05  # judge-probe --strict: a master-key class paid more often than this fails
+
+
+def judge_probe_command(model: str, overrides: list[str], problems: int, seed: int, as_json: bool,
+                        strict: bool, defences: str = "off,on") -> int:
+    """Probe an LLM judge with master-key replies, defences off and on; 1 with `strict` when a master-key class
+    passes above MAX_MASTER_KEY_RATE with the defences on."""
+    from pydantic import ValidationError
+
+    from rlvr.config import JudgeSettings
+    from rlvr.evaluation.judge_probes import probe_judge, render, summary
+
+    try:
+        settings = JudgeSettings(model=model, **verifier_args(overrides))
+    except ValidationError as e:
+        problems_text = "; ".join(f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in e.errors())
+        raise ConfigError(f"judge-probe --set: {problems_text}") from None
+    which = tuple(d.strip() for d in defences.split(",") if d.strip())
+    if not which or set(which) - {"off", "on"}:
+        raise ConfigError(f"--defences: 'off', 'on' or 'off,on', got {defences!r}")
+    probes, results = probe_judge(settings, problems, seed, which)
+    result = summary(probes, results)
+    if as_json:
+        print(json.dumps({"judge": settings.model_dump(), **result}, indent=2, ensure_ascii=False))
+    else:
+        render(result, Console())
+    return 1 if strict and result["worst_master_key_rate"].get("on", 0.0) > MAX_MASTER_KEY_RATE else 0

@@ -20,15 +20,26 @@ from rlvr.config.loading import (
 )
 from rlvr.config.model import LoraSettings, ModelConfig, TinyModelConfig
 from rlvr.config.overrides import Origins, apply_overrides, parse_override, set_value
-from rlvr.config.rewards import PYTHON_CALLABLE, RewardFunctionConfig, RewardsConfig, SandboxConfig, callable_name
+from rlvr.config.rewards import (
+    PYTHON_CALLABLE,
+    JudgeSettings,
+    NoiseCorrectionConfig,
+    NoiseInjection,
+    RewardFunctionConfig,
+    RewardModelSettings,
+    RewardsConfig,
+    RlprSettings,
+    SandboxConfig,
+    callable_name,
+)
 from rlvr.config.rollout import RolloutConfig
 from rlvr.config.run import CheckpointConfig, ClusterConfig, DistributedConfig, EvalConfig, RunConfig, SFTConfig
 from rlvr.config.tracking import MlflowSettings, TrackingConfig, TrackioSettings, WandbSettings
 
 __all__ = [
     "AlgorithmConfig", "CheckpointConfig", "ClusterConfig", "DataConfig", "DistributedConfig", "EnvConfig",
-    "EvalConfig", "LoraSettings", "MlflowSettings", "ModelConfig", "NamedPart", "OptimConfig", "Origins",
-    "PYTHON_CALLABLE", "RECIPES", "RewardFunctionConfig", "RewardsConfig", "RolloutConfig", "RolloutCorrectionConfig",
+    "EvalConfig", "JudgeSettings", "LoraSettings", "MlflowSettings", "ModelConfig", "NamedPart", "NoiseCorrectionConfig", "NoiseInjection", "OptimConfig", "Origins",
+    "PYTHON_CALLABLE", "RECIPES", "RewardFunctionConfig", "RewardModelSettings", "RewardsConfig", "RlprSettings", "RolloutConfig", "RolloutCorrectionConfig",
     "RunConfig", "SFTConfig", "SandboxConfig", "Section", "TaskConfig", "TinyModelConfig", "TrackingConfig",
     "TrackioSettings", "WandbSettings", "apply_overrides", "build_config", "callable_name", "dump_config",
     "import_plugins", "load_config", "parse_override", "read_yaml", "resolve_recipe", "set_value", "shipped_recipes",

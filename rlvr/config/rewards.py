@@ -12,8 +12,10 @@ from rlvr.config.base import Section
 
 
 class RewardFunctionConfig(Section):
-    function: str | Callable[..., Any] = Field(..., description="'task' (the task's verifier), 'package.module:fn' "
-                                               "or 'path/file.py:fn'; from Python also a callable (rlvr.train).")
+    function: str | Callable[..., Any] = Field(..., description="'task' (the task's verifier), a shipped reward by "
+                                               "name (judge, reward_model, rlpr: docs/rewards.md), "
+                                               "'package.module:fn' or 'path/file.py:fn'; from Python also a "
+                                               "callable (rlvr.train).")
     weight: float = Field(1.0, description="Multiplies this function's reward in the total.")
     name: str | None = Field(None, description="Metric name; defaults to the function's name.")
     args: dict[str, Any] = Field(default_factory=dict, description="Extra keyword arguments for this function.")
@@ -43,6 +45,96 @@ def callable_name(function: Callable, qualified: bool = False) -> str:
     return f"{getattr(function, '__module__', None) or '?'}.{name}" if qualified else name
 
 
+class JudgeSettings(Section):
+    """`args` of the `judge` reward: a local causal LM asked whether a reply answers the question as the reference
+    does, its verdict read from the next-token probabilities of yes and no (docs/rewards.md)."""
+
+    model: str = Field(..., description="The judge: an HF directory, hub name, .gguf file or packaged model "
+                       "(smollm2-135m-instruct), loaded once per reward worker.")
+    template: str | None = Field(None, description="The judge's user message, with {question}, {reference} and "
+                                 "{response}; default: rlvr.rewards.judge.TEMPLATE (reference-guided, asks Yes/No).")
+    yes: list[str] = Field(default_factory=lambda: ["Yes", "yes", " Yes", " yes", "YES"], min_length=1,
+                           description="Words whose first token counts as a yes verdict.")
+    no: list[str] = Field(default_factory=lambda: ["No", "no", " No", " no", "NO"], min_length=1,
+                          description="Words whose first token counts as a no verdict.")
+    threshold: float = Field(0.5, gt=0, lt=1, description="Pass when P(yes) / (P(yes) + P(no)) at the verdict "
+                             "position is at least this (a confidence threshold).")
+    output: Literal["verdict", "probability"] = Field("verdict", description="The reward: 1/0 by the threshold, "
+                                                      "or the probability itself (0 when a defence refused).")
+    require_answer: bool = Field(True, description="Defence: a reply with no extractable final answer (after "
+                                 "removing sentences copied from the question, an answer that restates the "
+                                 "question, or one that speaks of the grading: 'the same as the reference') scores "
+                                 "0 without asking the judge.")
+    sealed_reply: bool = Field(True, description="Defence: the reply cannot write the verdict position: its "
+                               "special-token strings are broken up and it is fenced inside the user turn, so it "
+                               "cannot open an assistant turn of its own.")
+    extract: str = Field("boxed,answer_line,final_number", description="require_answer's extraction order "
+                         "(rlvr.verifiers.extraction: boxed, answer_line, final_number, whole).")
+    system_prompt: str | None = Field(None, description="A system message for the judge's chat template.")
+    max_reply_chars: int = Field(4000, ge=1, description="Longer replies are cut to their last this many "
+                                 "characters (where the final answer is).")
+    batch_size: int = Field(16, ge=1, description="Judge prompts per forward pass.")
+    cache_size: int = Field(4096, ge=0, description="(question, reference, reply) verdicts kept per worker.")
+    dtype: Literal["float32", "bfloat16", "float16", "auto"] = Field("float32", description="The judge's dtype.")
+    device: str = Field("cpu", pattern=r"^(auto|cpu|cuda(:\d+)?)$", description="Where the judge runs.")
+
+
+class RewardModelSettings(Section):
+    """`args` of the `reward_model` reward: the score of an AutoModelForSequenceClassification."""
+
+    model: str = Field(..., description="An HF directory or hub name of a sequence-classification model.")
+    label: int | None = Field(None, description="With several labels: the label whose probability is the reward "
+                              "(default: the last). One label: its logit.")
+    normalize: Literal["none", "sigmoid", "group"] = Field("none", description="none: the raw score; sigmoid; "
+                                                          "group: (s - mean) / (std + 1e-6) over the prompt's group.")
+    scale: float = Field(1.0, description="The reward is scale * normalized score + shift.")
+    shift: float = Field(0.0, description="See scale.")
+    max_tokens: int = Field(2048, ge=8, description="Longer (prompt, reply) inputs keep their last this many tokens.")
+    batch_size: int = Field(16, ge=1, description="Inputs per forward pass.")
+    dtype: Literal["float32", "bfloat16", "float16", "auto"] = Field("float32", description="The model's dtype.")
+    device: str = Field("cpu", pattern=r"^(auto|cpu|cuda(:\d+)?)$", description="Where the model runs.")
+
+
+class RlprSettings(Section):
+    """`args` of the `rlpr` reward: the policy's own probability of the reference answer (RLPR)."""
+
+    marker: str = Field("<answer>", min_length=1, description="The reasoning is the completion up to the last "
+                        "marker (all of it when there is none); the reference is scored after reasoning + marker.")
+    debias: bool = Field(True, description="Subtract the probability of the reference without the reasoning and "
+                         "clip to [0, 1] (RLPR's debiasing).")
+    batch_size: int = Field(8, ge=1, description="Sequences per forward pass.")
+
+
+class NoiseInjection(Section):
+    """Flip the task verifier's verdicts with given rates (experiments on noisy rewards)."""
+
+    false_positive_rate: float = Field(0.0, ge=0, le=1, description="Chance a wrong verdict (0) is flipped to 1.")
+    false_negative_rate: float = Field(0.0, ge=0, le=1, description="Chance a right verdict (1) is flipped to 0.")
+    seed: int = Field(0, description="Seed of the flips (one generator for the run).")
+
+
+class NoiseCorrectionConfig(Section):
+    """The task verifier treated as a noisy channel with false-positive rate rho_0 and false-negative rate rho_1
+    (Cai et al. 2025, "Reinforcement Learning with Verifiable yet Noisy Rewards under Imperfect Verifiers")."""
+
+    method: Literal["none", "backward", "forward"] = Field("none", description="backward: r = (r~ - rho_0) / "
+        "(1 - rho_0 - rho_1), unbiased; forward: r = rho_1 for r~ = 1 and rho_1 - 1 for r~ = 0 (needs only rho_1).")
+    false_positive_rate: float = Field(0.0, ge=0, lt=1, description="rho_0, the verifier's known false-positive "
+                                       "rate (P(verdict 1 | wrong)).")
+    false_negative_rate: float = Field(0.0, ge=0, lt=1, description="rho_1, its known false-negative rate "
+                                       "(P(verdict 0 | right)).")
+    inject: NoiseInjection | None = Field(None, description="Flip the verifier's verdicts with these rates before "
+                                          "the correction (training only; evaluation stays clean).")
+
+    @model_validator(mode="after")
+    def _rates_leave_signal(self) -> NoiseCorrectionConfig:
+        if self.method == "backward" and self.false_positive_rate + self.false_negative_rate >= 1:
+            raise ValueError("rewards.noise_correction: backward needs false_positive_rate + false_negative_rate < 1 "
+                             f"(got {self.false_positive_rate:g} + {self.false_negative_rate:g}); at 1 the verdict "
+                             "carries no information")
+        return self
+
+
 class RewardsConfig(Section):
     functions: list[RewardFunctionConfig] = Field(
         default_factory=lambda: [RewardFunctionConfig(function="task", name="verifier")], min_length=1,
@@ -60,6 +152,10 @@ class RewardsConfig(Section):
         "of a step; failed samples score 0 until then. 1: never stop."
     )
     failure_window: int = Field(256, ge=1, description="Samples over which max_failure_rate is judged.")
+    noise_correction: NoiseCorrectionConfig = Field(
+        default_factory=NoiseCorrectionConfig, description="Treat the task verifier as noisy: correct its verdicts "
+        "for known false-positive/negative rates, or inject such noise (docs/rewards.md)."
+    )
     backend: Literal["auto", "local", "ray"] = Field(
         "auto", description="Where rewards are scored: 'local' worker processes, or 'ray' tasks spread over a Ray "
         "cluster's CPUs (needs cluster.ray_address); auto: ray when cluster.ray_address is set."

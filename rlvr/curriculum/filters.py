@@ -66,6 +66,31 @@ class PassRateBand(GroupFilter):
         return rate is None or self.low <= rate <= self.high
 
 
+@GROUP_FILTERS.register("reward_std")
+class RewardStdFilter(GroupFilter):
+    """RLPR's standard-deviation filter (Yu et al. 2025, arXiv 2506.18254): drop groups whose rewards barely vary.
+
+    Keep iff std(rewards) >= beta, generate more. beta is `min_std`; with `ema` (a momentum in [0, 1)) it follows
+    the groups seen instead, beta <- ema * beta + (1 - ema) * std(group), starting at `min_std`, as RLPR adapts
+    its threshold to the run's reward spread. For continuous rewards (rlpr, judge probabilities, reward models),
+    where dynamic_sampling's std > 0 keeps nearly everything."""
+
+    regenerates = True
+
+    def __init__(self, min_std: float = 0.05, ema: float | None = None):
+        if min_std < 0 or (ema is not None and not 0 <= ema < 1):
+            raise ConfigError(f"data.filter.args: reward_std needs min_std >= 0 and ema in [0, 1) or null, got "
+                              f"min_std={min_std}, ema={ema}")
+        self.beta, self.ema = min_std, ema
+
+    def keep(self, rewards: torch.Tensor, correct: torch.Tensor) -> bool:
+        std = float(rewards.std(unbiased=False)) if len(rewards) > 1 else 0.0
+        keep = std >= self.beta and std > 0
+        if self.ema is not None:
+            self.beta = self.ema * self.beta + (1 - self.ema) * std
+        return keep
+
+
 def make_filter(name: str, args: dict) -> GroupFilter:
     cls = GROUP_FILTERS.get(name)
     try:

@@ -2,7 +2,8 @@
 
 May import tasks, verifiers, sandbox and below; never rollout or training (a completion hands its own fields)."""
 
-from rlvr.rewards.loading import resolve_function
+from rlvr.rewards import judge, reward_model, rlpr  # noqa: F401  (the shipped rewards: REWARDS is full from here on)
+from rlvr.rewards.loading import REWARDS, resolve_function
 from rlvr.rewards.pool import RewardOutcome, RewardPool, RewardRequest
 
-__all__ = ["resolve_function", "RewardOutcome", "RewardPool", "RewardRequest"]
+__all__ = ["REWARDS", "resolve_function", "RewardOutcome", "RewardPool", "RewardRequest"]

@@ -18,9 +18,11 @@ from typing import Any
 
 import torch
 
-from rlvr.config import RewardFunctionConfig
+from rlvr.config import NoiseCorrectionConfig, RewardFunctionConfig
+from rlvr.errors import ConfigError
 from rlvr.rewards.callables import pickle_reward
-from rlvr.rewards.loading import resolve_function
+from rlvr.rewards.loading import REWARDS, resolve_function
+from rlvr.rewards.noise import NoisyChannel
 from rlvr.rewards.pool import RewardOutcome, RewardPool, RewardRequest
 from rlvr.tasks.base import Problem, Task
 
@@ -69,6 +71,7 @@ class Term:
     weight: float
     args: dict[str, Any]
     batched: bool
+    uses_policy: bool = False  # scored in this process with the trainer's policy (rlvr.rewards.rlpr)
 
 
 def sample_groups(samples: list[tuple[Task, Problem, str, dict]]) -> list[range]:
@@ -78,23 +81,40 @@ def sample_groups(samples: list[tuple[Task, Problem, str, dict]]) -> list[range]
 
 
 class RewardComposer:
-    def __init__(self, functions: list[RewardFunctionConfig], pool: RewardPool):
+    """Scores samples with the configured reward functions. `noise` (rewards.noise_correction) flips and corrects
+    the task verifier's verdicts in training (rlvr.rewards.noise); a reward that scores with the policy (`rlpr`)
+    needs the trainer's `attach_policy`."""
+
+    def __init__(self, functions: list[RewardFunctionConfig], pool: RewardPool,
+                 noise: NoiseCorrectionConfig | None = None):
         self.pool = pool
         self.terms: list[Term] = []
+        self.policy = None
+        self.noise = NoisyChannel(noise) if noise is not None and (noise.method != "none" or noise.inject) else None
         for f in functions:
+            registered = None
             if callable(f.function):
                 spec = pickle_reward(f.function, f.metric_name)
             elif f.function != "task":
                 spec = f.function
-                resolve_function(f.function)  # fail early, in the parent, with a clear message
+                function = resolve_function(f.function)  # fail early, in the parent, with a clear message
+                registered = function if f.function in REWARDS else None
             else:
                 spec = "task"
-            self.terms.append(Term(f.metric_name, spec, f.weight, f.args, f.batched and spec != "task"))
+            batched = (f.batched or (registered is not None and registered.batched)) and spec != "task"
+            self.terms.append(Term(f.metric_name, spec, f.weight, f.args, batched,
+                                   registered is not None and registered.uses_policy))
         if not any(t.spec == "task" for t in self.terms):
             self.terms.append(Term("verifier", "task", 0.0, {}, False))
         self.verifier = next(t for t in self.terms if t.spec == "task")
         self._lock = threading.Lock()  # one scoring at a time in the pool (background jobs and direct calls)
         self._background: ThreadPoolExecutor | None = None
+
+    def attach_policy(self, model, tokenizer, encode) -> None:
+        """Lend the policy (model, tokenizer, prompt encoder) to the rewards that score with it (`rlpr`)."""
+        from rlvr.rewards.rlpr import Policy
+
+        self.policy = Policy(model, tokenizer, encode)
 
     def submit(self, samples: list[tuple[Task, Problem, str, dict]]) -> Future[Scored]:
         """Score `samples` in the background and return at once: a scoring thread runs the jobs in submission order
@@ -139,11 +159,14 @@ class RewardComposer:
         fields = [{**problem.reward_fields(), **extra} for _, problem, _, extra in samples]
         outcomes = self.pool.score(self._requests(self.verifier, samples, fields, groups))
         verdicts = self._per_sample(self.verifier, outcomes, n, groups)
+        clean = None
+        if self.noise is not None and self.noise.generator is not None:
+            verdicts, clean = self._flipped(verdicts)
         fields = [{**f, "verifier_score": v.value if v.status == "ok" else 0.0} for f, v in zip(fields, verdicts)]
-        others = [t for t in self.terms if t is not self.verifier]
+        others = [t for t in self.terms if t is not self.verifier and not t.uses_policy]
         outcomes = self.pool.score([r for t in others for r in self._requests(t, samples, fields, groups)])
+        outcomes.update(self._policy_outcomes([t for t in self.terms if t.uses_policy], samples, groups))
         per_function, failures, extras, first_errors = {}, {}, {}, {}
-        total = torch.zeros(n, dtype=torch.float64)
         for term in self.terms:
             results = verdicts if term is self.verifier else self._per_sample(term, outcomes, n, groups)
             values = torch.zeros(n, dtype=torch.float64)
@@ -157,10 +180,53 @@ class RewardComposer:
                     failures[term.name][out.status] += 1
                     first_errors.setdefault(term.name, f"{out.status}: {out.message}")
             per_function[term.name] = values
-            total += term.weight * values
         correct = per_function[self.verifier.name] >= 1.0
         stated = extras.get(f"{self.verifier.name}/correct")  # a verifier may state its verdict apart from its score
         if stated is not None:
             correct = torch.where(stated.isnan(), correct, stated > 0.5)
+        verifier_reward = per_function[self.verifier.name]
+        if self.noise is not None and self.noise.cfg.method != "none":  # on the (noisy) verdicts, 0/1
+            verifier_reward = self.noise.reward(correct)
+            extras[f"{self.verifier.name}/corrected"] = verifier_reward.clone()
+        if clean is not None:
+            extras[f"{self.verifier.name}/clean_correct"] = clean.to(torch.float64)
+        total = torch.zeros(n, dtype=torch.float64)
+        for term in self.terms:  # in the configured order
+            total += term.weight * (verifier_reward if term is self.verifier else per_function[term.name])
         answers = [v.answer if v.status == "ok" else () for v in verdicts]
         return Scored(total, per_function, correct, failures, extras, first_errors, answers)
+
+    def _flipped(self, verdicts: list[RewardOutcome]) -> tuple[list[RewardOutcome], torch.Tensor]:
+        """The verifier's outcomes with injected noise: each scored verdict (score >= 1, or a stated 'correct')
+        flipped with the configured rates, its score set to the noisy 0/1 verdict; and the clean verdicts [N]."""
+        clean = torch.tensor([v.status == "ok" and (v.extras["correct"] > 0.5 if "correct" in v.extras
+                                                    else v.value >= 1.0) for v in verdicts])
+        noisy = self.noise.flip(clean)
+        flipped = []
+        for v, was, now in zip(verdicts, clean.tolist(), noisy.tolist()):
+            if v.status != "ok" or was == now:
+                flipped.append(v)
+                continue
+            extras = {**v.extras, "correct": float(now)} if "correct" in v.extras else v.extras
+            flipped.append(RewardOutcome("ok", float(now), extras, v.message, v.answer))
+        return flipped, clean
+
+    def _policy_outcomes(self, terms: list[Term], samples: list[tuple[Task, Problem, str, dict]],
+                         groups: list[range]) -> dict:
+        """Outcomes, keyed as the pool's, of the rewards that score with the policy (in this process, per prompt
+        group); a failure is counted as the pool counts a reward's error."""
+        outcomes = {}
+        for term in terms:
+            if self.policy is None:
+                raise ConfigError(f"reward '{term.name}' ({term.spec}) scores with the policy, which only a training "
+                                  "run lends it; it cannot score evaluations or offline files.")
+            function = REWARDS.get(term.spec)
+            settings = function.settings(**term.args)
+            for g, rows in enumerate(groups):
+                try:
+                    values = function(self.policy, [samples[i][1].prompt for i in rows],
+                                      [samples[i][2] for i in rows], [samples[i][1].answer for i in rows], settings)
+                    outcomes[(id(term), g)] = RewardOutcome("ok", values, [{} for _ in rows], answer=[() for _ in rows])
+                except Exception as e:  # like a worker's reward error: scored 0, counted by the failure budget
+                    outcomes[(id(term), g)] = RewardOutcome("error", message=f"{type(e).__name__}: {e}")
+        return outcomes

@@ -1,4 +1,9 @@
-"""Resolve a reward function named as 'package.module:function' or 'path/to/file.py:function'."""
+"""Resolve a reward function: a shipped reward by its registered name (`judge`, `reward_model`, `rlpr`), or one
+named as 'package.module:function' or 'path/to/file.py:function'.
+
+A registered reward carries its settings schema (the `args` of its rewards.functions entry, validated at start-up),
+whether it is batched (called once per prompt group with lists), and whether it scores with the policy itself
+(computed in the trainer's process, not in a reward worker)."""
 
 from __future__ import annotations
 
@@ -9,7 +14,28 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from pydantic import BaseModel, ValidationError
+
 from rlvr.errors import ConfigError, did_you_mean
+from rlvr.registry import Registry
+
+REWARDS: Registry[Callable] = Registry("reward")
+
+
+def register_reward(name: str, settings: type[BaseModel], batched: bool = False, uses_policy: bool = False):
+    """Register a shipped reward under `name`, with the schema of its `args` (`settings`)."""
+
+    def add(function: Callable) -> Callable:
+        function.settings, function.batched, function.uses_policy = settings, batched, uses_policy
+        return REWARDS.register(name)(function)
+
+    return add
+
+
+def split_settings(settings: type[BaseModel], fields: dict) -> tuple[BaseModel, dict]:
+    """A registered reward's keyword arguments as (its validated settings, the remaining per-sample fields)."""
+    mine = {k: v for k, v in fields.items() if k in settings.model_fields}
+    return settings(**mine), {k: v for k, v in fields.items() if k not in settings.model_fields}
 
 
 @functools.cache
@@ -18,8 +44,11 @@ def resolve_function(spec: str) -> Callable:
         raise ConfigError(f"Reward '{spec}' was a Python callable handed to rlvr.train; a config file records only its "
                           "name. Pass the callable again from Python, or name it as 'package.module:function' or "
                           "'path/file.py:function'.")
+    if spec in REWARDS:
+        return REWARDS.get(spec)
     if ":" not in spec:
-        raise ConfigError(f"Reward function '{spec}' must be 'package.module:function' or 'path/file.py:function'.")
+        raise ConfigError(f"Reward function '{spec}' must be a shipped reward ({', '.join(REWARDS.names())}), "
+                          f"'package.module:function' or 'path/file.py:function'.{did_you_mean(spec, REWARDS.names())}")
     target, func_name = spec.rsplit(":", 1)
     if target.endswith(".py"):
         path = Path(target).expanduser().resolve()
@@ -53,3 +82,15 @@ def check_reward_functions(functions, tasks) -> None:
             resolve_function(spec)
         except ConfigError as e:
             raise ConfigError(f"{where} = '{spec}': {e}") from None
+    for i, f in enumerate(functions):
+        if isinstance(f.function, str) and f.function in REWARDS:
+            check_settings(REWARDS.get(f.function), f.args, f"rewards.functions[{i}].args ({f.function})")
+
+
+def check_settings(function: Callable, args: dict, where: str) -> None:
+    """A registered reward's `args` against its schema: a clear error naming the field."""
+    try:
+        function.settings(**args)
+    except ValidationError as e:
+        problems = "; ".join(f"{'.'.join(str(p) for p in err['loc']) or '(args)'}: {err['msg']}" for err in e.errors())
+        raise ConfigError(f"{where}: {problems}") from None

@@ -136,7 +136,8 @@ class Trainer:
                                     self.stats)
         self.filter = make_filter(d.filter.name, d.filter.args)
         self.pool = make_reward_pool(cfg.rewards, cfg.cluster)
-        self.composer = RewardComposer(cfg.rewards.functions, self.pool)
+        self.composer = RewardComposer(cfg.rewards.functions, self.pool, noise=cfg.rewards.noise_correction)
+        self.composer.attach_policy(self.model, self.tokenizer, self.encode)  # for rewards scored with it (rlpr)
         self.collector = make_collector(
             r.max_staleness, engine=self.engine, encode=self.encode, tasks=self.tasks, sampler=self.sampler,
             group_filter=self.filter, stats=self.stats, composer=self.composer, params=self.params,

@@ -1,0 +1,198 @@
+"""The `judge` reward: a local causal LM asked, with the reference answer, whether a reply answers the question
+correctly; the verdict is read from its next-token probabilities of yes and no, never parsed from its text.
+
+LLM judges pay "master key" replies that answer nothing (a lone colon, "Solution", "Thought process:", "Let's solve
+this problem step by step."), and RL learns to write them (Zhao et al. 2025, "One Token to Fool LLM-as-a-Judge").
+Defences, on by default, each switchable so its effect can be measured (`rlvr verify judge-probe`):
+- `require_answer`: a reply from which the verifiers' extraction reads no final answer (after the sentences it
+  copies from the question are blanked, and an answer that only restates the question's expression is dropped:
+  rlvr.verifiers.guards) scores 0 without asking the judge;
+- `sealed_reply`: the reply cannot write the verdict position: the verdict is the first token of the judge's own
+  turn after the chat template's assistant prefix, and the reply's special-token strings are broken up so it
+  cannot close the user turn and open a turn of its own;
+- `threshold`: the reply passes only when P(yes) / (P(yes) + P(no)) reaches a confidence threshold.
+
+Verdicts of identical (question, reference, reply) triples are cached per process; a call scores one prompt
+group in batches of `batch_size`. The judge runs in the reward workers like every reward, so its calls keep the
+per-item timeout and failure budget (rewards.timeout_s must cover loading the judge on a worker's first call).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+from collections import OrderedDict
+from typing import Any
+
+import torch
+
+from rlvr.config import JudgeSettings, ModelConfig
+from rlvr.rewards.loading import register_reward, split_settings
+from rlvr.verifiers import guards
+from rlvr.verifiers.extraction import extract_answer
+
+TEMPLATE = (
+    "Grade the response against the reference answer.\n"
+    "Question: {question}\n"
+    "Reference answer: {reference}\n"
+    "[RESPONSE START]\n{response}\n[RESPONSE END]\n"
+    "Does the response give a final answer equal to the reference answer? Reply Yes or No."
+)
+# an "answer" that speaks of the grading instead of stating one ("the same as the reference answer")
+GRADER_TALK = re.compile(r"\b(?:reference|verdict|grader|grading|judge|the response)\b", re.IGNORECASE)
+PLAIN_VERDICT_PREFIX = "\nVerdict:"  # after the judge prompt when its tokenizer has no chat template
+FENCES = ("[RESPONSE START]", "[RESPONSE END]")
+
+
+@functools.lru_cache(maxsize=2)
+def load_causal_lm(name: str, dtype: str, device: str) -> tuple[Any, Any]:
+    """A causal LM and its tokenizer (any HF directory, hub name, .gguf file or packaged model), in eval mode,
+    loaded once per process."""
+    from rlvr.models.loading import load_model, load_tokenizer, model_source, resolve_device
+
+    cfg = ModelConfig(name=name, dtype=dtype)
+    model = load_model(cfg).to(resolve_device(device)).eval().requires_grad_(False)
+    return model, load_tokenizer(model_source(cfg))
+
+
+def first_token_ids(tokenizer, words: list[str]) -> list[int]:
+    """The first token of each word (as the judge would start its reply with it), without repeats."""
+    ids = [tokenizer.encode(w, add_special_tokens=False)[:1] for w in words]
+    return list(dict.fromkeys(i[0] for i in ids if i))
+
+
+def refusal(settings: JudgeSettings, question: str, reference: str, reply: str) -> str | None:
+    """Why `require_answer` refuses the reply before any judge is asked (no final answer, an answer restating the
+    question or speaking of the grading), or None; needs no model."""
+    if not settings.require_answer:
+        return None
+    text = guards.without_prompt_copies(reply, question, reference)
+    answer = extract_answer(text, settings.extract)
+    if answer is None or not answer.strip():
+        return "no final answer"
+    if guards.restates_prompt(answer, question, reference):
+        return "the answer restates the question"
+    if GRADER_TALK.search(answer) and not GRADER_TALK.search(reference):
+        return "the answer speaks of the grading"
+    return None
+
+
+class Judge:
+    """A judge model with its settings: the prompt it reads, the defences, and a verdict cache."""
+
+    def __init__(self, settings: JudgeSettings, model=None, tokenizer=None):
+        if model is None:
+            model, tokenizer = load_causal_lm(settings.model, settings.dtype, settings.device)
+        self.settings, self.model, self.tokenizer = settings, model, tokenizer
+        self.template = settings.template or TEMPLATE
+        yes, no = first_token_ids(tokenizer, settings.yes), first_token_ids(tokenizer, settings.no)
+        # a first token both lists share (a bare space, 'Y' of 'YES' and 'NO' split alike ...) tells nothing
+        self.yes_ids, self.no_ids = [i for i in yes if i not in no], [i for i in no if i not in yes]
+        if not self.yes_ids or not self.no_ids:
+            raise ValueError(f"judge: the yes words {settings.yes} and no words {settings.no} must start with "
+                             "distinct tokens of the judge's tokenizer")
+        self.specials = sorted({t for t in (*tokenizer.all_special_tokens, *tokenizer.get_added_vocab()) if t},
+                               key=len, reverse=True)
+        self.cache: OrderedDict[tuple[str, str, str], float] = OrderedDict()
+        self.hits = 0
+
+    def sealed(self, reply: str) -> str:
+        """The reply with every special-token string (`<|im_start|>`, `<|im_end|>` ...) and the template's fences
+        broken up, so that it reads as text and cannot end the user turn."""
+        for token in (*self.specials, *FENCES):
+            reply = reply.replace(token, f"{token[0]}\u2060{token[1:]}")  # a word joiner inside: no longer the token
+        return reply
+
+    def refusal(self, question: str, reference: str, reply: str) -> str | None:
+        """Why a defence refuses the reply before the judge is asked, or None."""
+        return refusal(self.settings, question, reference, reply)
+
+    def prompt_ids(self, question: str, reference: str, reply: str) -> list[int]:
+        """The judge's input: the template in a user turn, ending where the judge's verdict starts."""
+        reply = reply[-self.settings.max_reply_chars:]
+        if self.settings.sealed_reply:
+            reply = self.sealed(reply)
+        user = self.template.format(question=question, reference=reference, response=reply)
+        if getattr(self.tokenizer, "chat_template", None):
+            messages = [{"role": "user", "content": user}]
+            if self.settings.system_prompt:
+                messages.insert(0, {"role": "system", "content": self.settings.system_prompt})
+            ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+            return list(ids["input_ids"] if hasattr(ids, "keys") else ids)
+        prefix = f"{self.settings.system_prompt}\n" if self.settings.system_prompt else ""
+        return self.tokenizer.encode(prefix + user + PLAIN_VERDICT_PREFIX, add_special_tokens=False)
+
+    @torch.no_grad()
+    def yes_probabilities(self, prompts: list[list[int]]) -> list[float]:
+        """P(yes) / (P(yes) + P(no)) at the next token of each prompt, `batch_size` prompts per forward pass (left
+        padded, positions counted over real tokens)."""
+        out = []
+        device = next(self.model.parameters()).device
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        for start in range(0, len(prompts), self.settings.batch_size):
+            chunk = prompts[start : start + self.settings.batch_size]
+            width = max(len(p) for p in chunk)
+            ids = torch.tensor([[pad] * (width - len(p)) + p for p in chunk], device=device)
+            mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in chunk], device=device)
+            positions = (mask.cumsum(-1) - 1).clamp(min=0)
+            logits = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False,
+                                logits_to_keep=1).logits[:, -1].float()
+            logp = torch.log_softmax(logits, -1)
+            yes, no = logp[:, self.yes_ids].logsumexp(-1), logp[:, self.no_ids].logsumexp(-1)
+            out += torch.sigmoid(yes - no).tolist()  # P(yes) / (P(yes) + P(no))
+        return out
+
+    def score(self, questions: list[str], replies: list[str], references: list[str]) -> list[dict[str, Any]]:
+        """Per reply: {'score', 'p_yes', 'passed', 'refused'} (and 'why' a defence refused it, before asking the
+        judge: p_yes 0)."""
+        results: list[dict[str, Any] | None] = [None] * len(replies)
+        asked: dict[tuple[str, str, str], list[int]] = {}
+        for i, (q, reply, ref) in enumerate(zip(questions, replies, references)):
+            if (why := self.refusal(q, ref, reply)) is not None:
+                results[i] = {"score": 0.0, "p_yes": 0.0, "passed": 0.0, "refused": 1.0, "why": why}
+                continue
+            key = (q, ref, reply)
+            if key in self.cache:
+                self.cache.move_to_end(key)
+                self.hits += 1
+                results[i] = self._result(self.cache[key])
+            else:
+                asked.setdefault(key, []).append(i)
+        keys = list(asked)
+        for key, p in zip(keys, self.yes_probabilities([self.prompt_ids(*k) for k in keys])):
+            if not math.isfinite(p):
+                raise ValueError(f"judge: a non-finite verdict probability ({p}) for reply {key[2][:80]!r}")
+            self._remember(key, p)
+            for i in asked[key]:
+                results[i] = self._result(p)
+        return results
+
+    def _result(self, p_yes: float) -> dict[str, Any]:
+        passed = p_yes >= self.settings.threshold
+        score = p_yes if self.settings.output == "probability" else float(passed)
+        return {"score": score, "p_yes": p_yes, "passed": float(passed), "refused": 0.0}
+
+    def _remember(self, key: tuple[str, str, str], p_yes: float) -> None:
+        if self.settings.cache_size == 0:
+            return
+        self.cache[key] = p_yes
+        while len(self.cache) > self.settings.cache_size:
+            self.cache.popitem(last=False)
+
+
+@functools.lru_cache(maxsize=4)
+def shared_judge(settings_json: str) -> Judge:
+    """One Judge per settings in a process (a reward worker keeps its judge and cache between calls)."""
+    return Judge(JudgeSettings.model_validate_json(settings_json))
+
+
+@register_reward("judge", JudgeSettings, batched=True)
+def judge(prompts: list, completions: list[str], answer: list, **fields: Any) -> list[dict[str, float]]:
+    """An LLM judge as a batched reward over a prompt group: 1 when the judge's P(yes) / (P(yes) + P(no)) for
+    (question, reference answer, reply) reaches `threshold` (or that probability, with output=probability);
+    the master-key defences of this module first. Settings: rlvr.config.JudgeSettings (rewards.functions[].args)."""
+    settings, _ = split_settings(JudgeSettings, fields)
+    results = shared_judge(settings.model_dump_json()).score(
+        [guards.prompt_text(p) for p in prompts], list(completions), ["" if a is None else str(a) for a in answer])
+    return [{k: v for k, v in r.items() if k != "why"} for r in results]
