@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import warnings
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -101,3 +102,21 @@ def length_reward(tmp_path) -> str:
     path = tmp_path / "length_reward.py"
     path.write_text("def length(prompt, completion, **fields):\n    return float(len(completion))\n")
     return f"{path}:length"
+
+
+@contextmanager
+def local_ray_cluster(num_cpus: int):
+    """A local Ray of `num_cpus` CPUs whose workers import this checkout's rlvr (tests that start Ray import it)."""
+    import ray
+
+    before = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), before]))
+    ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
+    try:
+        yield
+    finally:
+        ray.shutdown()
+        if before is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = before

