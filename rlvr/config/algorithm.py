@@ -178,6 +178,10 @@ class OptimConfig(Section):
     betas: tuple[float, float] = Field((0.9, 0.999), description="AdamW (beta1, beta2).")
     grad_clip: float | None = Field(1.0, gt=0, description="Clip the global gradient norm to this (null: no clipping).")
     micro_batch_size: int = Field(8, gt=0, description="Sequences per forward/backward.")
+    share_prompt_forward: bool = Field(True, description="Compute each distinct prompt of a step once and let its "
+        "samples' completion forwards read its keys/values (Prefix Grouper, Liu et al. 2025); the gradients are the "
+        "per-sample forward's. Applies to text models with full attention under the ddp strategy (or one process); "
+        "fsdp2, images, sliding-window models and gradient checkpointing take the per-sample forward.")
     ppo_epochs: int = Field(1, gt=0, description="Passes over each step's samples (TRL num_iterations, verl "
         "ppo_epochs); above 1 the importance ratio leaves 1 and the clip matters.")
     mini_batches: int = Field(1, gt=0, description="Optimizer steps per epoch over the step's samples.")

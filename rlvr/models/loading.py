@@ -185,8 +185,9 @@ def load_model(cfg: ModelConfig, name: str | None = None) -> PreTrainedModel:
         raise RlvrError(
             f"Could not load model '{name}': {e}\nGive a local HF directory, or a hub name reachable from this machine."
         ) from None
-    if cfg.gradient_checkpointing:
-        model.gradient_checkpointing_enable()
+    if cfg.gradient_checkpointing:  # renamed activation checkpointing in transformers 5.2x
+        enable = getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
+        enable()
         model.config.use_cache = False
     if cfg.freeze_vision and is_vision_model(model):
         freeze_vision(model)

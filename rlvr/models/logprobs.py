@@ -73,7 +73,15 @@ def completion_logprobs(
         input_ids=input_ids, attention_mask=attention_mask, position_ids=positions, use_cache=False,
         logits_to_keep=completion_width + 1, **inputs,
     ).logits[:, :-1]
-    targets = input_ids[:, -completion_width:]
+    return token_logprobs(logits, input_ids[:, -completion_width:], temperature, with_entropy, entropy_grad,
+                          chunk_rows)
+
+
+def token_logprobs(
+    logits: torch.Tensor, targets: torch.Tensor, temperature: float, with_entropy: bool = False,
+    entropy_grad: bool = False, chunk_rows: int = 8,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Logprobs [B, C] of `targets` under `logits` [B, C, V] / temperature (and entropy, see completion_logprobs)."""
     if logits.dtype != torch.float32 and not (with_entropy and entropy_grad):
         logp, entropy = TokenLogprobs.apply(logits, targets, temperature, LEAN_CHUNK_POSITIONS)
         return logp, (entropy if with_entropy else None)

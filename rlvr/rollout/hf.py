@@ -3,14 +3,13 @@ DynamicCache. Each prompt is prefilled once and its cache shared by its n sample
 
 from __future__ import annotations
 
-import functools
-import inspect
 from collections.abc import Callable
 from dataclasses import replace
 
 import torch
 from transformers import DynamicCache
 
+from rlvr.models.kv_cache import cache_keyword
 from rlvr.models.vision import collate_inputs, image_placeholder_ids, model_positions, next_positions, prompt_inputs
 from rlvr.rollout.base import ENGINES, BatchedEngine, Completion, SamplingParams
 from rlvr.rollout.sampling import next_tokens, stop_reached, stop_window
@@ -23,18 +22,6 @@ def sample_tokens(probs: torch.Tensor, n: int, generators: list[torch.Generator]
         return torch.multinomial(probs, 1).squeeze(-1)
     return torch.cat([torch.multinomial(probs[i * n : (i + 1) * n], 1, generator=g).squeeze(-1)
                       for i, g in enumerate(generators)])
-
-
-def cache_keyword(model) -> str:
-    """The keyword under which the model's forward takes a KV cache object: `cache` in newer transformers releases,
-    `past_key_values` (deprecated there) in older ones. A peft model passes keywords on to its base model."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    return _cache_keyword(type(base))
-
-
-@functools.cache
-def _cache_keyword(model_class: type) -> str:
-    return "cache" if "cache" in inspect.signature(model_class.forward).parameters else "past_key_values"
 
 
 def eos_ids(model, tokenizer) -> list[int]:

@@ -75,6 +75,17 @@ class RolloutBatch:
         lengths = self.attention_mask[rows].sum(-1)
         return list(rows[torch.argsort(lengths, descending=True, stable=True)].split(size))
 
+    def distinct_prompts(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The distinct prompts among the rows: their ids [U, P] and attention mask, left-padded (columns that are
+        padding in all of them dropped), and each row's index into them [N]."""
+        width = self.input_ids.shape[1] - self.completion_width
+        ids, mask = self.input_ids[:, :width], self.attention_mask[:, :width]
+        keys, index = torch.unique(torch.where(mask.bool(), ids, -1), dim=0, return_inverse=True)
+        first = torch.full((len(keys),), len(self)).scatter_reduce_(0, index, torch.arange(len(self)), "amin")
+        ids, mask = ids[first], mask[first]
+        start = int(mask.argmax(-1).min()) if width else 0
+        return ids[:, start:], mask[:, start:], index
+
     def forward_inputs(self, device: torch.device | str) -> dict[str, torch.Tensor]:
         """The rows' model inputs besides ids and mask, collated for one forward on `device` ({} for text rows)."""
         return collate_inputs(self.model_inputs, device) if self.model_inputs is not None else {}

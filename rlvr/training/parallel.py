@@ -44,6 +44,7 @@ class Replicated:
     """`ddp`: a full replica per rank, gradients summed after backward."""
 
     lockstep_forward = False  # ranks may run different numbers of forwards
+    shares_prompt_forward = True  # a backward through a prompt forward after the micro-batches' (BatchScorer)
 
     def __init__(self, model: torch.nn.Module, device: torch.device):
         self.device = device
@@ -73,6 +74,9 @@ class FullyShardedV2(Replicated):
     """`fsdp2`: parameters, gradients and optimizer state sharded with `fully_shard`."""
 
     lockstep_forward = True
+    # A prompt forward's backward after the last micro-batch's would come after fully_shard's reduce-scatter, and the
+    # number of prompt forwards differs between ranks.
+    shares_prompt_forward = False
 
     def __init__(self, model: torch.nn.Module, device: torch.device):
         self.device = device

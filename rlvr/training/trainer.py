@@ -48,8 +48,8 @@ from rlvr.models.loading import (
     model_source,
     save_pretrained,
 )
-from rlvr.models.logprobs import completion_logprobs
 from rlvr.models.lora import add_lora, is_lora, load_lora
+from rlvr.models.prompt_prefix import shares_prompt_forward
 from rlvr.models.prompts import prompt_token_limit
 from rlvr.models.vision import freeze_vision, is_vision_model, make_prompt_encoder
 from rlvr.reporting.run_banner import end_facts, start_facts
@@ -76,6 +76,7 @@ from rlvr.training.checkpoint import (
 from rlvr.training.interrupts import StopRequests, TrainingInterrupted
 from rlvr.training.parallel import make_parallel, start_processes
 from rlvr.training.resources import checkpoint_bytes, ensure_disk_space
+from rlvr.training.scoring import BatchScorer
 from rlvr.training.setup import check_data_parallel, claim_output_dir, make_optimizer, seed_everything
 from rlvr.training.step_metrics import rollout_metrics, update_metrics
 from rlvr.training.update import LossSetup, NonFiniteStreak, accumulate_gradients, step_if_finite
@@ -106,6 +107,9 @@ class Trainer:
         self.parallel = make_parallel(model, strategy, cfg.model.device)
         self.model = self.parallel.model
         self.ref_model = None  # with LoRA the reference is the policy with its adapters disabled
+        # One prompt forward for a group's samples where the parallel strategy and the model allow it
+        self.share_prompts = (cfg.optim.share_prompt_forward and self.parallel.shares_prompt_forward
+                              and shares_prompt_forward(self.model))
         self.ref_logprob_s = 0.0  # this step's seconds in the reference logprob pass
         if a.kl_coef > 0 and not is_lora(model):
             self.ref_model = self.parallel.wrap_frozen(
@@ -258,12 +262,15 @@ class Trainer:
         and every rank gets them all."""
         out = torch.zeros_like(batch.completion_mask)
         device = next(model.parameters()).device
+        mine = self._my_rows(batch)
+        rows_batch = batch.select(mine)
         with torch.no_grad():
-            for rows in batch.micro_batches(self._my_rows(batch), self.cfg.optim.micro_batch_size):
-                mb = batch.select(rows).to(device)
-                logp, _ = completion_logprobs(model, mb.input_ids, mb.attention_mask, mb.completion_width,
-                                              self.cfg.rollout.temperature, model_inputs=mb.forward_inputs(device))
-                out[rows, : mb.completion_width] = logp.float().cpu()
+            scorer = BatchScorer(model, rows_batch, device, self.cfg.rollout.temperature, self.share_prompts,
+                                 self.cfg.optim.micro_batch_size, grad=False)
+            for rows in rows_batch.micro_batches(torch.arange(len(mine)), self.cfg.optim.micro_batch_size):
+                mb = rows_batch.select(rows).to(device)
+                logp, _ = scorer(rows, mb)
+                out[mine[rows], : mb.completion_width] = logp.float().cpu()
         return all_reduce_tensor(out)
 
     def update(self, batch: RolloutBatch) -> dict[str, float]:
@@ -284,7 +291,7 @@ class Trainer:
             algorithm=a, policy_loss=POLICY_LOSSES.get(a.policy_loss), kl_estimator=KL_ESTIMATORS.get(a.kl_estimator),
             kl_coef=self.kl_coef if a.kl_placement == "loss" else 0.0, temperature=cfg.rollout.temperature,
             norm_constant=a.loss_norm_constant or cfg.rollout.max_new_tokens, micro_batch_size=o.micro_batch_size,
-            on_policy=on_policy, before_backward=self.parallel.before_backward,
+            on_policy=on_policy, before_backward=self.parallel.before_backward, share_prompts=self.share_prompts,
             correction=a.rollout_correction.spec(), bypass=bypass,
         )
         log_ratios: list[torch.Tensor] = []

@@ -18,8 +18,8 @@ from rlvr.algorithms.correction import CorrectionSpec, rollout_correction
 from rlvr.config import AlgorithmConfig
 from rlvr.distributed import all_reduce_sum
 from rlvr.errors import RlvrError
-from rlvr.models.logprobs import completion_logprobs
 from rlvr.training.batch import RolloutBatch
+from rlvr.training.scoring import BatchScorer
 
 
 @dataclass
@@ -35,6 +35,7 @@ class LossSetup:
     before_backward: Callable[[bool], None] = lambda last: None  # told whether the mini-batch's last backward follows
     correction: CorrectionSpec = CorrectionSpec()  # rollout-vs-trainer importance weights / masks
     bypass: bool = False  # old logprobs are the rollout's; the correction compares the current policy with them
+    share_prompts: bool = False  # one prompt forward for a prompt's samples (BatchScorer)
 
 
 def accumulate_gradients(model, mini: RolloutBatch, setup: LossSetup,
@@ -53,12 +54,12 @@ def accumulate_gradients(model, mini: RolloutBatch, setup: LossSetup,
     sums: dict[str, float] = defaultdict(float)
     device = next(model.parameters()).device
     micro = mini.micro_batches(torch.arange(len(mini)), setup.micro_batch_size)
+    scorer = BatchScorer(model, mini, device, setup.temperature, setup.share_prompts, setup.micro_batch_size,
+                         grad=True)
     for i, rows in enumerate(micro):
         mb = mini.select(rows).to(device)
         mask, loss_mask = mb.completion_mask, mb.loss_mask
-        logp, entropy = completion_logprobs(model, mb.input_ids, mb.attention_mask, mb.completion_width,
-                                            setup.temperature, with_entropy=True, entropy_grad=a.entropy_coef > 0,
-                                            model_inputs=mb.forward_inputs(device))
+        logp, entropy = scorer(rows, mb, with_entropy=True, entropy_grad=a.entropy_coef > 0)
         logp = logp.to(mb.advantages.dtype)
         old = logp.detach() if setup.on_policy else mb.old_logprobs
         per_token, stats = setup.policy_loss(logp, old, mb.advantages, loss_mask, a)
@@ -86,6 +87,7 @@ def accumulate_gradients(model, mini: RolloutBatch, setup: LossSetup,
         sums["logprob_diff"] += float(((logp.detach() - mb.rollout_logprobs).abs() * mask).sum())
         for k, v in stats.items():
             sums[k] += float((v.detach() * loss_mask).sum())
+    scorer.finish()
     return sums
 
 
