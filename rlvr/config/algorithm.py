@@ -182,6 +182,11 @@ class OptimConfig(Section):
         "samples' completion forwards read its keys/values (Prefix Grouper, Liu et al. 2025); the gradients are the "
         "per-sample forward's. Applies to text models with full attention under the ddp strategy (or one process); "
         "fsdp2, images, sliding-window models and gradient checkpointing take the per-sample forward.")
+    skip_zero_advantage: bool = Field(True, description="Do not compute the forward/backward of samples whose "
+        "advantage is zero on every token (GRPO groups whose samples all scored alike): with no KL or entropy term in "
+        "the loss they add exactly nothing to the gradient, and their tokens still count in the loss normalisers. "
+        "actor/* per-token figures are then over the computed samples; actor/zero_advantage_skip_frac says how many "
+        "were skipped. Not under fsdp2 (every rank runs the same forwards).")
     ppo_epochs: int = Field(1, gt=0, description="Passes over each step's samples (TRL num_iterations, verl "
         "ppo_epochs); above 1 the importance ratio leaves 1 and the clip matters.")
     mini_batches: int = Field(1, gt=0, description="Optimizer steps per epoch over the step's samples.")

@@ -53,7 +53,8 @@ def rollout_metrics(batch: RolloutBatch, generated: Scored, outcomes: list[Group
 def update_metrics(sums: dict[str, float], updates: int, grad_norms: list[float], skipped: int) -> dict[str, float]:
     """The update's figures from the loss terms summed over micro-batches and ranks (`sums`, with the step's
     `tokens` and `selected_tokens`): the loss per optimizer update, entropy, KL and the logprob gap per token, clip
-    fractions, ppo_kl and rollout_corr/* per selected token, the mean gradient norm of the updates taken."""
+    fractions, ppo_kl and rollout_corr/* per selected token, the mean gradient norm of the updates taken, and the
+    fraction of rows the update skipped (zero advantage; per-token figures are over the rows it computed)."""
     sums = dict(sums)
     tokens, selected = max(sums.pop("tokens"), 1.0), max(sums.pop("selected_tokens"), 1.0)
     m = {
@@ -63,6 +64,7 @@ def update_metrics(sums: dict[str, float], updates: int, grad_norms: list[float]
         "rollout/logprob_abs_diff": sums.pop("logprob_diff") / tokens,
         "actor/grad_norm": sum(grad_norms) / len(grad_norms) if grad_norms else float("nan"),
         "actor/skipped_updates": skipped,
+        "actor/zero_advantage_skip_frac": sums.pop("skipped_rows") / max(sums.pop("rows"), 1.0),
     }
     m.update({(k if "/" in k else f"actor/{k}"): v / selected for k, v in sums.items()})
     return m

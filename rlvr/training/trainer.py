@@ -79,7 +79,13 @@ from rlvr.training.resources import checkpoint_bytes, ensure_disk_space
 from rlvr.training.scoring import BatchScorer
 from rlvr.training.setup import check_data_parallel, claim_output_dir, make_optimizer, seed_everything
 from rlvr.training.step_metrics import rollout_metrics, update_metrics
-from rlvr.training.update import LossSetup, NonFiniteStreak, accumulate_gradients, step_if_finite
+from rlvr.training.update import (
+    LossSetup,
+    NonFiniteStreak,
+    accumulate_gradients,
+    step_if_finite,
+    vanishes_without_advantage,
+)
 
 
 class Trainer:
@@ -287,12 +293,17 @@ class Trainer:
             t = time.perf_counter()
             batch.old_logprobs = self._logprobs(self.model, batch)
             phases["perf/old_logprob_s"] = time.perf_counter() - t
+        policy_loss = POLICY_LOSSES.get(a.policy_loss)
+        kl_coef = self.kl_coef if a.kl_placement == "loss" else 0.0
+        # Rows whose loss is exactly zero are not computed (under fsdp2 every rank must run the same forwards)
+        skip = (o.skip_zero_advantage and kl_coef == 0 and a.entropy_coef == 0 and not self.parallel.lockstep_forward
+                and vanishes_without_advantage(policy_loss, a))
         setup = LossSetup(
-            algorithm=a, policy_loss=POLICY_LOSSES.get(a.policy_loss), kl_estimator=KL_ESTIMATORS.get(a.kl_estimator),
-            kl_coef=self.kl_coef if a.kl_placement == "loss" else 0.0, temperature=cfg.rollout.temperature,
-            norm_constant=a.loss_norm_constant or cfg.rollout.max_new_tokens, micro_batch_size=o.micro_batch_size,
-            on_policy=on_policy, before_backward=self.parallel.before_backward, share_prompts=self.share_prompts,
-            correction=a.rollout_correction.spec(), bypass=bypass,
+            algorithm=a, policy_loss=policy_loss, kl_estimator=KL_ESTIMATORS.get(a.kl_estimator), kl_coef=kl_coef,
+            temperature=cfg.rollout.temperature, norm_constant=a.loss_norm_constant or cfg.rollout.max_new_tokens,
+            micro_batch_size=o.micro_batch_size, on_policy=on_policy, before_backward=self.parallel.before_backward,
+            share_prompts=self.share_prompts, skip_zero_advantage=skip, correction=a.rollout_correction.spec(),
+            bypass=bypass,
         )
         log_ratios: list[torch.Tensor] = []
         sums: dict[str, float] = defaultdict(float)

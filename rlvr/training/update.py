@@ -36,6 +36,32 @@ class LossSetup:
     correction: CorrectionSpec = CorrectionSpec()  # rollout-vs-trainer importance weights / masks
     bypass: bool = False  # old logprobs are the rollout's; the correction compares the current policy with them
     share_prompts: bool = False  # one prompt forward for a prompt's samples (BatchScorer)
+    skip_zero_advantage: bool = False  # no forward/backward for rows whose loss is zero (trained_rows)
+
+
+def vanishes_without_advantage(policy_loss: Callable, algorithm: AlgorithmConfig) -> bool:
+    """Whether `policy_loss` is zero, with zero gradient, where the advantage is 0 (every built-in loss is A times
+    a ratio term); probed once on random logprobs, so a registered loss that is not is never skipped."""
+    g = torch.Generator().manual_seed(0)
+    logp = (-torch.rand(2, 5, generator=g, dtype=torch.float64)).requires_grad_()
+    old = logp.detach() - 0.1 * torch.rand(2, 5, generator=g, dtype=torch.float64)
+    mask = torch.ones(2, 5, dtype=torch.float64)
+    loss, _ = policy_loss(logp, old, torch.zeros_like(mask), mask, algorithm)
+    if not loss.requires_grad:
+        return bool((loss == 0).all())
+    (grad,) = torch.autograd.grad(loss.sum(), logp, allow_unused=True)
+    return bool((loss == 0).all()) and (grad is None or bool((grad == 0).all()))
+
+
+def trained_rows(mini: RolloutBatch) -> torch.Tensor:
+    """The rows with a non-zero advantage on some token of the loss: with a policy loss that vanishes at A = 0 and no
+    KL or entropy term, every other row adds exactly nothing to the gradient (GRPO's groups whose samples all scored
+    alike), while its tokens stay in the normalisers. At least one row stays, so the same parameters get a (zero)
+    gradient as when every row is computed."""
+    live = ((mini.advantages != 0) & (mini.loss_mask > 0)).any(-1)
+    if len(mini) and not live.any():
+        live[mini.attention_mask.sum(-1).argmin()] = True
+    return live.nonzero().squeeze(-1)
 
 
 def accumulate_gradients(model, mini: RolloutBatch, setup: LossSetup,
@@ -52,6 +78,10 @@ def accumulate_gradients(model, mini: RolloutBatch, setup: LossSetup,
     agg = dict(mode=a.loss_aggregation, global_tokens=global_tokens, global_seqs=global_seqs,
                norm_constant=setup.norm_constant)
     sums: dict[str, float] = defaultdict(float)
+    sums["rows"] = len(mini)
+    if setup.skip_zero_advantage:
+        mini = mini.select(trained_rows(mini))
+    sums["skipped_rows"] = sums["rows"] - len(mini)
     device = next(model.parameters()).device
     micro = mini.micro_batches(torch.arange(len(mini)), setup.micro_batch_size)
     scorer = BatchScorer(model, mini, device, setup.temperature, setup.share_prompts, setup.micro_batch_size,
