@@ -56,7 +56,8 @@ def update_metrics(sums: dict[str, float], updates: int, grad_norms: list[float]
     fractions, ppo_kl and rollout_corr/* per selected token, the mean gradient norm of the updates taken, and the
     fraction of rows the update skipped (zero advantage; per-token figures are over the rows it computed)."""
     sums = dict(sums)
-    tokens, selected = max(sums.pop("tokens"), 1.0), max(sums.pop("selected_tokens"), 1.0)
+    # No computed token (every sample skipped for a zero advantage): the per-token figures are NaN, not 0
+    tokens, selected = (sums.pop(k) or float("nan") for k in ("tokens", "selected_tokens"))
     m = {
         "actor/loss": sums.pop("loss") / updates,
         "actor/entropy": sums.pop("entropy") / tokens,
