@@ -12,6 +12,7 @@ from test_prompt_prefix import grouped_batch, setup_for
 from rlvr.algorithms import POLICY_LOSSES
 from rlvr.config import AlgorithmConfig, RunConfig, TinyModelConfig
 from rlvr.models.loading import build_tiny_model, train_tokenizer
+from rlvr.training.scoring import BatchScorer
 from rlvr.training.update import accumulate_gradients, trained_rows, vanishes_without_advantage
 
 
@@ -49,11 +50,27 @@ def test_a_batch_without_any_advantage_still_gives_every_parameter_a_zero_gradie
     batch.advantages.zero_()
     whole, _ = gradients(model, batch, skip=False)
     skipped, sums = gradients(model, batch, skip=True)
-    rows, stand_in = trained_rows(batch)
-    assert len(rows) == 1 and stand_in and sums["skipped_rows"] == len(batch)
-    assert sums["tokens"] == sums["entropy"] == 0  # the stand-in row is kept out of the figures
+    assert len(trained_rows(batch)) == 1 and sums["skipped_rows"] == len(batch) - 1
     assert {n for n, g in whole.items() if g is not None} == {n for n, g in skipped.items() if g is not None}
     assert all(float(g.abs().max()) == 0 for g in skipped.values() if g is not None)  # AdamW still takes its step
+
+
+def test_entropy_stays_over_every_sampled_token_through_the_samplers_entropy(model):
+    """Skipped samples bring the sampler's entropy (here the policy's own, as an on-policy sampler's is), so the logged
+    entropy is the one of the whole batch."""
+    batch = grouped_batch(model.config.vocab_size)
+    batch.advantages[3:9] = 0
+    with torch.no_grad():
+        rows = torch.arange(len(batch))
+        _, entropy = BatchScorer(model, batch, torch.device("cpu"), 0.7, False, 4, grad=False)(
+            rows, batch.select(rows), with_entropy=True)
+    batch.rollout_entropy = torch.zeros_like(batch.completion_mask)
+    batch.rollout_entropy[:, : entropy.shape[1]] = entropy * batch.completion_mask[:, : entropy.shape[1]]
+    _, whole = gradients(model, batch, skip=False)
+    _, skipped = gradients(model, batch, skip=True)
+    assert skipped["entropy_tokens"] == whole["entropy_tokens"] == float(batch.completion_mask.sum())
+    assert skipped["tokens"] < whole["tokens"]  # the trainer computed fewer tokens
+    assert skipped["entropy"] == pytest.approx(whole["entropy"], rel=1e-7)
 
 
 @pytest.mark.parametrize("name", POLICY_LOSSES.names())

@@ -185,8 +185,9 @@ class OptimConfig(Section):
     skip_zero_advantage: bool = Field(True, description="Do not compute the forward/backward of samples whose "
         "advantage is zero on every token (GRPO groups whose samples all scored alike): with no KL or entropy term in "
         "the loss they add exactly nothing to the gradient, and their tokens still count in the loss normalisers. "
-        "actor/* per-token figures are then over the computed samples; actor/zero_advantage_skip_frac says how many "
-        "were skipped. Not under fsdp2 (every rank runs the same forwards).")
+        "actor/entropy stays over every sample (the sampler's entropy for skipped ones); the figures that need the "
+        "trainer's logprobs (clip fractions, rollout/logprob_abs_diff) are over the computed samples; "
+        "actor/zero_advantage_skip_frac says how many were skipped. Not under fsdp2 (every rank runs the same forwards).")
     ppo_epochs: int = Field(1, gt=0, description="Passes over each step's samples (TRL num_iterations, verl "
         "ppo_epochs); above 1 the importance ratio leaves 1 and the clip matters.")
     mini_batches: int = Field(1, gt=0, description="Optimizer steps per epoch over the step's samples.")

@@ -54,13 +54,13 @@ def update_metrics(sums: dict[str, float], updates: int, grad_norms: list[float]
     """The update's figures from the loss terms summed over micro-batches and ranks (`sums`, with the step's
     `tokens` and `selected_tokens`): the loss per optimizer update, entropy, KL and the logprob gap per token, clip
     fractions, ppo_kl and rollout_corr/* per selected token, the mean gradient norm of the updates taken, and the
-    fraction of rows the update skipped (zero advantage; per-token figures are over the rows it computed)."""
+    fraction of rows the update skipped (zero advantage: their entropy is the sampler's; the figures that need the
+    trainer's logprobs are over the rows it computed)."""
     sums = dict(sums)
-    # No computed token (every sample skipped for a zero advantage): the per-token figures are NaN, not 0
-    tokens, selected = (sums.pop(k) or float("nan") for k in ("tokens", "selected_tokens"))
+    tokens, selected = max(sums.pop("tokens"), 1.0), max(sums.pop("selected_tokens"), 1.0)
     m = {
         "actor/loss": sums.pop("loss") / updates,
-        "actor/entropy": sums.pop("entropy") / tokens,
+        "actor/entropy": sums.pop("entropy") / max(sums.pop("entropy_tokens"), 1.0),
         "actor/kl_ref": sums.pop("kl_ref") / tokens if "kl_ref" in sums else float("nan"),
         "rollout/logprob_abs_diff": sums.pop("logprob_diff") / tokens,
         "actor/grad_norm": sum(grad_norms) / len(grad_norms) if grad_norms else float("nan"),

@@ -53,15 +53,15 @@ def vanishes_without_advantage(policy_loss: Callable, algorithm: AlgorithmConfig
     return bool((loss == 0).all()) and (grad is None or bool((grad == 0).all()))
 
 
-def trained_rows(mini: RolloutBatch) -> tuple[torch.Tensor, bool]:
+def trained_rows(mini: RolloutBatch) -> torch.Tensor:
     """The rows with a non-zero advantage on some token of the loss: with a policy loss that vanishes at A = 0 and no
     KL or entropy term, every other row adds exactly nothing to the gradient (GRPO's groups whose samples all scored
-    alike), while its tokens stay in the normalisers. When no row has one, the shortest row stands in (and the flag
-    says so), so the same parameters get their zero gradient, and AdamW its step, as when every row is computed."""
+    alike), while its tokens stay in the normalisers. When no row has one, the shortest row is computed all the same,
+    so the same parameters get their zero gradient, and AdamW its step, as when every row is computed."""
     live = ((mini.advantages != 0) & (mini.loss_mask > 0)).any(-1)
-    if live.any() or not len(mini):
-        return live.nonzero().squeeze(-1), False
-    return mini.attention_mask.sum(-1).argmin().reshape(1), True
+    if len(mini) and not live.any():
+        live[mini.attention_mask.sum(-1).argmin()] = True
+    return live.nonzero().squeeze(-1)
 
 
 def accumulate_gradients(model, mini: RolloutBatch, setup: LossSetup,
@@ -79,11 +79,16 @@ def accumulate_gradients(model, mini: RolloutBatch, setup: LossSetup,
                norm_constant=setup.norm_constant)
     sums: dict[str, float] = defaultdict(float)
     sums["rows"] = len(mini)
-    stand_in = False  # the one row computed only for its (zero) gradient: kept out of the figures
     if setup.skip_zero_advantage:
-        rows, stand_in = trained_rows(mini)
+        # Skipped rows' entropy is the sampler's (the same policy and temperature), so actor/entropy stays over
+        # every sampled token; the figures that need the trainer's logprobs are over the computed rows.
+        rows = trained_rows(mini)
+        skipped = torch.ones(len(mini), dtype=torch.bool)
+        skipped[rows] = False
+        sums["entropy"] += float((mini.rollout_entropy * mini.completion_mask)[skipped].sum())
+        sums["entropy_tokens"] += float(mini.completion_mask[skipped].sum())
         mini = mini.select(rows)
-    sums["skipped_rows"] = sums["rows"] - len(mini) + stand_in
+    sums["skipped_rows"] = sums["rows"] - len(mini)
     device = next(model.parameters()).device
     micro = mini.micro_batches(torch.arange(len(mini)), setup.micro_batch_size)
     scorer = BatchScorer(model, mini, device, setup.temperature, setup.share_prompts, setup.micro_batch_size,
@@ -114,14 +119,13 @@ def accumulate_gradients(model, mini: RolloutBatch, setup: LossSetup,
         loss.backward()
         sums["loss"] += loss.item()
         sums["tokens"] += float(mask.sum())
+        sums["entropy_tokens"] += float(mask.sum())
         sums["selected_tokens"] += float(loss_mask.sum())
         sums["entropy"] += float((entropy.detach() * mask).sum())
         sums["logprob_diff"] += float(((logp.detach() - mb.rollout_logprobs).abs() * mask).sum())
         for k, v in stats.items():
             sums[k] += float((v.detach() * loss_mask).sum())
     scorer.finish()
-    if stand_in:  # every figure but the row counts is zero (the same keys on every rank)
-        sums.update({k: 0.0 for k in sums if k not in ("rows", "skipped_rows")})
     return sums
 
 
