@@ -75,16 +75,19 @@ def sft_model(seed: int, root: Path, steps: int | None, retry_frac: float, overr
                                              f"sft.data_file={demos}", "sft.messages_column=messages"])))
 
 
-def run(seed: int, credit: str, root: Path, steps: int | None, retry_frac: float, overrides: list[str]) -> list[dict]:
-    """GRPO from the seed's SFT model with one credit assignment; prints the SFT and final models' second attempts
-    against answering afresh, returns the run's metrics rows."""
+def run(seed: int, credit: str, root: Path, steps: int | None, retry_frac: float, overrides: list[str],
+        resume: bool = False) -> list[dict]:
+    """GRPO from the seed's SFT model with one credit assignment (or, with `resume`, on from the run's latest
+    checkpoint); prints the SFT and final models' second attempts against answering afresh, returns the run's
+    metrics rows."""
     sft_dir = sft_model(seed, root, steps, retry_frac, overrides)
     out = root / f"seed{seed}" / credit
-    shutil.rmtree(out, ignore_errors=True)
+    if not resume:
+        shutil.rmtree(out, ignore_errors=True)
     credit_override = [] if credit == "episode" else [f"algorithm.turn_credit={credit}"]
     rl_cfg = load_config(RECIPE, [*_base(seed, steps, overrides), *credit_override, f"model.name={sft_dir}",
                                   f"tracking.output_dir={out / 'rl'}"])
-    Trainer(rl_cfg).fit()
+    Trainer(rl_cfg, resume="auto" if resume else None).fit()
     final = sorted((out / "rl" / "checkpoints").glob("step-*"))[-1]
     revision = {name: second_attempt_against_resampling(evaluate_model(rl_cfg, str(path), eval_settings(rl_cfg)))
                 for name, path in (("sft", sft_dir), ("final", final))}
@@ -127,6 +130,8 @@ def main() -> None:
     parser.add_argument("--credits", nargs="+", default=["episode"],
                         help="'episode' (GRPO's episode advantage on every token) or algorithm.turn_credit values")
     parser.add_argument("--out", default="runs/try_again_bench")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue each run under --out from its latest checkpoint (e.g. one stopped by SIGTERM)")
     parser.add_argument("overrides", nargs="*", help="recipe overrides, e.g. data.tasks.0.env.args.discount=0.7")
     args = parser.parse_args()
     root = Path(args.out)
@@ -135,7 +140,7 @@ def main() -> None:
             load_config(RECIPE, [*args.overrides, f"algorithm.turn_credit={credit}"])
     for seed in args.seeds:
         for credit in args.credits:
-            c = curve(run(seed, credit, root, args.steps, args.retry_frac, args.overrides))
+            c = curve(run(seed, credit, root, args.steps, args.retry_frac, args.overrides, args.resume))
             print(json.dumps({"seed": seed, "credit": credit, **summary(c)}), flush=True)
     curves: dict[str, dict[int, dict]] = {}
     for metrics in sorted(root.glob("seed*/*/rl/metrics.jsonl")):
