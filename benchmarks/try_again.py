@@ -12,7 +12,7 @@ the SFT and final models' second attempts with answering afresh (does the model 
 --credits trains each seed's one SFT model once per credit assignment (`episode`: the episode reward's advantage on
 every token, GRPO; or an `algorithm.turn_credit`), seed by seed; a run's SFT model under --out is reused, so a
 later call with other credits and the same --out, seeds and overrides trains from the same start. The plot and
-curves.json cover every run under --out.
+curves.json cover every run under --out (--plot-only redraws them, e.g. after runs side by side).
 
     python benchmarks/try_again.py  # seeds 0 1 2
     python benchmarks/try_again.py --seeds 0 --steps 300 data.tasks.0.env.args.discount=0.5  # an ablation
@@ -130,6 +130,7 @@ def main() -> None:
     parser.add_argument("--credits", nargs="+", default=["episode"],
                         help="'episode' (GRPO's episode advantage on every token) or algorithm.turn_credit values")
     parser.add_argument("--out", default="runs/try_again_bench")
+    parser.add_argument("--plot-only", action="store_true", help="only plot the runs already under --out")
     parser.add_argument("--resume", action="store_true",
                         help="continue each run under --out from its latest checkpoint (e.g. one stopped by SIGTERM)")
     parser.add_argument("overrides", nargs="*", help="recipe overrides, e.g. data.tasks.0.env.args.discount=0.7")
@@ -138,11 +139,11 @@ def main() -> None:
     for credit in args.credits:
         if credit != "episode":  # fail before any training on a misspelt name
             load_config(RECIPE, [*args.overrides, f"algorithm.turn_credit={credit}"])
-    for seed in args.seeds:
+    for seed in [] if args.plot_only else args.seeds:
         for credit in args.credits:
             c = curve(run(seed, credit, root, args.steps, args.retry_frac, args.overrides, args.resume))
             print(json.dumps({"seed": seed, "credit": credit, **summary(c)}), flush=True)
-    curves: dict[str, dict[int, dict]] = {}
+    curves: dict[str, dict[int, dict]] = {}  # credit -> seed -> held-out curve, every run under --out
     for metrics in sorted(root.glob("seed*/*/rl/metrics.jsonl")):
         run_dir = metrics.parent.parent
         curves.setdefault(run_dir.name, {})[int(run_dir.parent.name.removeprefix("seed"))] = curve(metrics_rows(run_dir))
@@ -177,7 +178,7 @@ def plot(curves: dict[str, dict[int, dict]], path: Path) -> None:
             steps = [c["step"] for c in runs.values()]
             if all(s == steps[0] for s in steps):
                 mean = [sum(c[name][i] for c in runs.values()) / len(runs) for i in range(len(steps[0]))]
-                ax.plot(steps[0], mean, color=colour, linewidth=2, label=f"{credit}: mean of {len(runs)} seeds")
+                ax.plot(steps[0], mean, color=colour, linewidth=2, label=f"{credit}: mean of {len(runs)} seed(s)")
         ax.set_title(TITLES[name], fontsize=10)
         ax.set_xlabel("GRPO step")
         ax.set_ylim(0, min(1.0, 1.15 * top))
