@@ -9,9 +9,10 @@ Two workloads:
   verifier, where scoring overlapped with generation and generation ahead of training should matter most. The tiny
   model writes no correct programs, so only throughput is compared (trained samples/s).
 - episodes: an environment task, 'try again' episodes (recipes/try_again.yaml: 2-digit addition, up to 3 attempts,
-  8 prompts x 8 episodes per step) from the recipe's untrained tiny model, with turn-level credit
-  (algorithm.turn_credit=turn_baseline); episodes vary in length, so generating ahead should pay. Reported:
-  trained samples (episodes) per second and the training episodes' accuracy (success within 3 attempts) per step.
+  8 prompts x 8 episodes per step) with turn-level credit (algorithm.turn_credit=turn_baseline), from the recipe's
+  untrained tiny model or --episode-model (an SFT-warmed one: benchmarks/try_again.py leaves one per seed under
+  <its --out>/seed<N>/sft); episodes vary in length, so generating ahead should pay. Reported: trained samples
+  (episodes) per second and the training episodes' accuracy (success within 3 attempts) per step and its mean.
 
 Asynchronous runs use --workers rollout worker processes and TIS correction (algorithm.rollout_correction=tis);
 everything else is the synchronous recipe. The figures are only as quiet as the machine: we print the load average
@@ -22,6 +23,7 @@ with equal CPU per sample is partly that share.
 Run:  .venv/bin/python benchmarks/async.py                       (quickstart 60 steps + code 12 + episodes 12)
       .venv/bin/python benchmarks/async.py --steps 30 --code-steps 6 --modes 0,1
       .venv/bin/python benchmarks/async.py --only episodes --episode-steps 20 --modes 0,1
+      .venv/bin/python benchmarks/async.py --only episodes --episode-model runs/try_again_bench/seed0/sft
 """
 
 from __future__ import annotations
@@ -147,9 +149,10 @@ def episodes(args, out: Path, modes: list[int]) -> dict:
     results = {}
     for k in modes:
         before = load()
-        rows, wall, cpu = train(TRY_AGAIN, [f"tracking.output_dir={out / f'episodes-k{k}'}", f"steps={args.episode_steps}",
-                                            "eval.every_steps=0", "algorithm.turn_credit=turn_baseline",
-                                            *mode_overrides(k, args.workers)])
+        start = [f"model.name={args.episode_model}"] if args.episode_model else []
+        rows, wall, cpu = train(TRY_AGAIN, [*start, f"tracking.output_dir={out / f'episodes-k{k}'}",
+                                            f"steps={args.episode_steps}", "eval.every_steps=0",
+                                            "algorithm.turn_credit=turn_baseline", *mode_overrides(k, args.workers)])
         trained = [r for r in rows if r["step"] > 0]
         samples = len(trained) * 8 * 8
         results[k] = {"wall_s": wall, "samples_per_s": samples / wall, "load": f"{before} -> {load()}",
@@ -187,12 +190,14 @@ def report(qs: dict | None, cd: dict | None, ep: dict | None, modes: list[int]) 
     if ep:
         print("\nepisodes ('try again', up to 3 turns; accuracy: training episodes solved within 3 attempts, per step)")
         print(f"{'mode':<16}{'wall s':>8}{'samples/s':>11}{'x sync':>8}{'CPU ms/sample':>15}{'staleness':>11}"
-              f"{'turns':>7}  accuracy per step")
+              f"{'turns':>7}{'mean acc':>10}{'x sync':>8}  accuracy per step")
         for k, r in ep["modes"].items():
             ratio = r["samples_per_s"] / ep["modes"][base]["samples_per_s"]
+            acc, base_acc = (sum(m["accuracy"]) / len(m["accuracy"]) for m in (r, ep["modes"][base]))
+            acc_ratio = f"{acc / base_acc:>8.2f}" if base_acc else f"{'-':>8}"
             print(f"{'sync' if k == 0 else f'max_staleness={k}':<16}{r['wall_s']:>8.0f}{r['samples_per_s']:>11.2f}"
-                  f"{ratio:>8.2f}{r['cpu_ms_per_sample']:>15.1f}{r['staleness_mean']:>11.2f}{r['turns']:>7.2f}  "
-                  f"{' '.join(f'{a:.2f}' for a in r['accuracy'])}")
+                  f"{ratio:>8.2f}{r['cpu_ms_per_sample']:>15.1f}{r['staleness_mean']:>11.2f}{r['turns']:>7.2f}"
+                  f"{acc:>10.3f}{acc_ratio}  {' '.join(f'{a:.2f}' for a in r['accuracy'])}")
 
 
 def plot(qs: dict, path: Path) -> None:
@@ -224,6 +229,8 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--target", type=float, default=None)
     parser.add_argument("--episode-steps", type=int, default=12)
+    parser.add_argument("--episode-model", default=None,
+                        help="the episodes workload's start model (default: the recipe's untrained tiny model)")
     parser.add_argument("--only", choices=["quickstart", "code", "episodes"], nargs="+",
                         default=["quickstart", "code", "episodes"], help="the workloads to run")
     parser.add_argument("--output", default="runs/bench-async")

@@ -8,6 +8,7 @@ Held-out greedy accuracy and the rate of well-formed tool calls (an episode that
 call parsed and computed) before and after RL. Writes summary.json, a table and tool_use.png under --out.
 
     python benchmarks/tool_use.py --seeds 0 1 2
+    python benchmarks/tool_use.py --arms tools --out runs/tool_use_gigpo algorithm.turn_credit=gigpo  # overrides
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pathlib import Path
 import torch
 import yaml
 
-from rlvr.config import RunConfig, build_config
+from rlvr.config import RunConfig, apply_overrides, build_config
 from rlvr.envs import make_tasks
 from rlvr.envs.base import verify
 from rlvr.models.loading import load_model, load_tokenizer
@@ -175,9 +176,10 @@ def main() -> None:
     parser.add_argument("--arms", nargs="+", default=["tools", "no_tools"], choices=["tools", "no_tools"])
     parser.add_argument("--steps", type=int, default=None, help="RL steps (default: the recipe's)")
     parser.add_argument("--out", default="runs/tool_use_bench")
+    parser.add_argument("overrides", nargs="*", help="recipe overrides for both arms, e.g. algorithm.turn_credit=gigpo")
     args = parser.parse_args()
     root = Path(args.out)
-    base = yaml.safe_load(RECIPE.read_text())
+    base = apply_overrides(yaml.safe_load(RECIPE.read_text()), args.overrides)
     rows = [run_arm(base, arm, seed, root, args.steps) for seed in args.seeds for arm in args.arms]
     (root / "summary.json").write_text(json.dumps(rows, indent=2))
     plot(rows, root / "tool_use.png")

@@ -103,6 +103,26 @@ def test_single_turn_episodes_with_returns_credit_are_grpo_exactly():
     assert torch.equal(grpo, credited)
 
 
+def test_turn_baseline_is_grpo_when_every_episode_plays_the_same_turns_with_the_reward_at_the_end():
+    # The tool-use shape (docs/results.md): every episode calls the tool and answers, 2 turns, outcome on the last.
+    # Every turn's return is the score and every turn index holds the whole group, so the per-turn baseline is
+    # GRPO's: turn credit changes nothing there (it does once episode lengths differ).
+    scores = torch.tensor([1.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.0])
+    groups = [0, 0, 0, 0, 1, 1, 1, 1]
+    inp = turns([[0.0, s] for s in scores.tolist()], groups)
+    inp.rewards = inp.rewards.float()
+    grpo, _ = compute_advantages(AdvantageInputs(scores=scores, group_ids=inp.group_ids, mask=torch.ones(8, 2)),
+                                 AlgorithmConfig())
+    per_turn = TURN_CREDIT.get("turn_baseline")(inp, AlgorithmConfig())
+    assert torch.allclose(per_turn, grpo, atol=1e-6)
+    # Scores 1, 0, 0, 1 again, but two episodes end after one turn: GRPO gives the second turns +-0.866 (std over
+    # 4 episodes); the per-turn baseline compares the two second turns alone, +-0.707.
+    unequal = turns([[0.0, 1.0], [0.0], [0.0, 0.0], [1.0]], [0, 0, 0, 0])
+    s = 1 / math.sqrt(2)
+    assert torch.allclose(TURN_CREDIT.get("turn_baseline")(unequal, AlgorithmConfig())[:, 1],
+                          torch.tensor([s, 0.0, -s, 0.0], dtype=torch.float64), atol=1e-6)
+
+
 def test_episode_runner_records_turns_and_the_trainer_reads_them(chat_policy):  # noqa: F811
     from rlvr.training.advantages import episode_turns
 
