@@ -9,12 +9,17 @@ is only a scale; a fixed baseline is where both act (docs/rewards.md, "When a co
 
     .venv/bin/python benchmarks/noisy_rewards.py [--seeds 0 1 2] [--steps 500] [--rate 0.2]
         [--output runs/noisy_rewards] [--set KEY=VALUE ...]
+
+Each run writes OUTPUT/seedS/VARIANT/result.json and is skipped when that exists, so seeds can run in parallel
+invocations on one OUTPUT; the table covers every finished run there. A seed whose OUTPUT/seedS/sft holds a model
+starts from it (e.g. the quickstart's own SFT model of that seed) instead of training one.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import time
 from pathlib import Path
@@ -61,9 +66,6 @@ def main() -> None:
     out = Path(args.output)
     common = [f"steps={args.steps}", "algorithm.advantage=reinforce", f"eval.every_steps={args.steps}",
               *args.overrides]
-    results_path = out / "results.json"
-    rows = json.loads(results_path.read_text())["rows"] if results_path.exists() else []
-    done = {(r["seed"], r["variant"]) for r in rows}
     for seed in args.seeds:
         base = [f"seed={seed}", *common]
         sft_dir = out / f"seed{seed}" / "sft"
@@ -72,18 +74,19 @@ def main() -> None:
                                            f"sft.output_dir={sft_dir}"])
             run_sft(sft_cfg, accuracy_stop(sft_cfg))
         for variant in VARIANTS:
-            if (seed, variant) in done:
-                continue
             run_dir = out / f"seed{seed}" / variant
+            if (run_dir / "result.json").exists():  # done by an earlier (or a parallel) invocation
+                continue
+            shutil.rmtree(run_dir, ignore_errors=True)
             cfg = load_config(RECIPE, [*base, f"model.name={sft_dir}", f"tracking.output_dir={run_dir}",
                                        *noise_overrides(variant, args.rate, seed)])
             start = time.perf_counter()
             Trainer(cfg).fit()
             before, after = final_accuracy(run_dir)
-            rows.append({"seed": seed, "variant": variant, "accuracy_before": before, "accuracy_after": after,
-                         "seconds": round(time.perf_counter() - start, 1)})
-            results_path.write_text(json.dumps({"args": vars(args), "rows": rows}, indent=2))
-    print_table(rows, args)
+            (run_dir / "result.json").write_text(json.dumps(
+                {"seed": seed, "variant": variant, "accuracy_before": before, "accuracy_after": after,
+                 "seconds": round(time.perf_counter() - start, 1), "args": vars(args)}, indent=2))
+    print_table([json.loads(p.read_text()) for p in sorted(out.glob("seed*/*/result.json"))], args)
 
 
 def print_table(rows: list[dict], args: argparse.Namespace) -> None:
@@ -108,7 +111,7 @@ def print_table(rows: list[dict], args: argparse.Namespace) -> None:
                         for v in VARIANTS[1:]))
     Console().print(table)
     seconds = [r["seconds"] for r in rows]
-    print(f"{len(rows)} RL runs, {min(seconds):.0f}-{max(seconds):.0f} s each; table {args.output}/results.json")
+    print(f"{len(rows)} RL runs, {min(seconds):.0f}-{max(seconds):.0f} s each; results {args.output}/seed*/*/result.json")
 
 
 if __name__ == "__main__":
