@@ -1,6 +1,8 @@
 """Training on a noisy verifier (`rewards.noise_correction`, Cai et al. 2025, arXiv 2510.00915): the quickstart with
 a share of the verifier's verdicts flipped each way, uncorrected and with the backward and forward corrections,
 next to the clean run, over seeds; held-out greedy accuracy after RL and each noisy run's distance from the clean.
+Accuracies are those of the SFT model and the final checkpoint scored afterwards by a fresh evaluator (clean
+verdicts), not the runs' own eval/accuracy.
 
 Every variant of a seed starts from that seed's one SFT model and differs only in `rewards.noise_correction`. The
 estimator is `reinforce` with the constant baseline `algorithm.reward_baseline` (default 0): under the quickstart's
@@ -28,7 +30,7 @@ from rich.console import Console
 from rich.table import Table
 
 from rlvr.config import load_config
-from rlvr.quickstart import RECIPE
+from rlvr.quickstart import RECIPE, evaluate_checkpoint
 from rlvr.training.sft import accuracy_stop, run_sft
 from rlvr.training.trainer import Trainer
 
@@ -47,11 +49,13 @@ def noise_overrides(variant: str, rate: float, seed: int) -> list[str]:
             f"rewards.noise_correction.false_negative_rate={rate}"]
 
 
-def final_accuracy(run_dir: Path) -> tuple[float, float]:
-    """(first, last) eval/accuracy of a run's metrics.jsonl."""
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
-    evals = [r["eval/accuracy"] for r in rows if r.get("eval/accuracy") is not None]
-    return evals[0], evals[-1]
+def clean_accuracy(run_dir: Path, seed: int, common: list[str]) -> tuple[float, float]:
+    """(SFT start, end of RL) greedy held-out accuracy of a run's start model and final checkpoint, scored by a
+    fresh evaluator (rlvr eval's: no noise channel), on the recipe's held-out problems."""
+    cfg = load_config(RECIPE, [f"seed={seed}", *common])
+    final = sorted((run_dir / "checkpoints").glob("step-*"))[-1]
+    return tuple(evaluate_checkpoint(cfg, str(model), cfg.eval.num_problems)
+                 for model in (run_dir.parent / "sft", final))
 
 
 def main() -> None:
@@ -82,11 +86,18 @@ def main() -> None:
                                        *noise_overrides(variant, args.rate, seed)])
             start = time.perf_counter()
             Trainer(cfg).fit()
-            before, after = final_accuracy(run_dir)
             (run_dir / "result.json").write_text(json.dumps(
-                {"seed": seed, "variant": variant, "accuracy_before": before, "accuracy_after": after,
-                 "seconds": round(time.perf_counter() - start, 1), "args": vars(args)}, indent=2))
-    print_table([json.loads(p.read_text()) for p in sorted(out.glob("seed*/*/result.json"))], args)
+                {"seed": seed, "variant": variant, "seconds": round(time.perf_counter() - start, 1),
+                 "args": vars(args)}, indent=2))
+    rows = []
+    for path in sorted(out.glob("seed*/*/result.json")):
+        row = json.loads(path.read_text())
+        if "clean_eval" not in row:  # scored once, by a clean evaluator
+            row["accuracy_before"], row["accuracy_after"] = clean_accuracy(path.parent, row["seed"], common)
+            row["clean_eval"] = True
+            path.write_text(json.dumps(row, indent=2))
+        rows.append(row)
+    print_table(rows, args)
 
 
 def print_table(rows: list[dict], args: argparse.Namespace) -> None:
