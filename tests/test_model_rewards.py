@@ -296,3 +296,20 @@ def test_the_composer_flips_the_verifier_then_trains_on_the_corrected_reward():
     assert scored.extras["verifier/clean_correct"].tolist() == [1.0, 0.0]
     assert scored.total.tolist() == pytest.approx([-0.1 / 0.7, 0.9 / 0.7])
     assert NoisyChannel(noise).reward(torch.tensor([True])).tolist() == pytest.approx([0.9 / 0.7])
+
+
+def test_held_out_evaluation_scores_clean_verdicts_under_injected_noise():
+    """The trainer's evaluation shares its composer: injected flips and the correction stay out of it."""
+    task = make_task("arithmetic", 0, {"max_operand": 5, "eval_size": 4})
+    problem = task.problem("train", 0)
+    samples = [(task, problem, problem.answer, {}), (task, problem, "x", {})]
+    noise = NoiseCorrectionConfig(method="backward", false_positive_rate=0.1, false_negative_rate=0.2,
+                                  inject={"false_positive_rate": 1.0, "false_negative_rate": 1.0, "seed": 0})
+    with RewardPool(1, 30) as pool:
+        composer = RewardComposer([RewardFunctionConfig(function="task")], pool, noise=noise)
+        held_out = composer.score(samples, noisy=False)
+        training = composer.score(samples)
+    assert held_out.correct.tolist() == [True, False]
+    assert held_out.total.tolist() == [1.0, 0.0]
+    assert "verifier/clean_correct" not in held_out.extras
+    assert training.correct.tolist() == [False, True]

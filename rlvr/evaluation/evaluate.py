@@ -214,7 +214,7 @@ def run_evaluation(engine: RolloutEngine, encode: PromptEncoder, tasks: list[Tas
 def _score(composer: RewardComposer, work: list[tuple[Task, Problem]], results: list[ProblemResult],
            groups: list[list[Completion]], params: SamplingParams, keep: int = 0, episodes: bool = True) -> None:
     scored = composer.score([(task, problem, c.text, c.reward_fields(params.max_new_tokens))
-                             for (task, problem), group in zip(work, groups) for c in group])
+                             for (task, problem), group in zip(work, groups) for c in group], noisy=False)
     verdicts = scored.correct.tolist()
     for i, ((task, _), result, group) in enumerate(zip(work, results, groups)):
         ok = verdicts[i * params.n : (i + 1) * params.n]

@@ -149,18 +149,20 @@ class RewardComposer:
                              else RewardOutcome(out.status, message=out.message))
         return spread
 
-    def score(self, samples: list[tuple[Task, Problem, str, dict]]) -> Scored:
-        """Score (task, problem, completion text, extra fields such as completion_tokens) samples; blocks."""
+    def score(self, samples: list[tuple[Task, Problem, str, dict]], noisy: bool = True) -> Scored:
+        """Score (task, problem, completion text, extra fields such as completion_tokens) samples; blocks.
+        `noisy=False` (held-out evaluation) skips `rewards.noise_correction`: the clean verdicts and rewards."""
         with self._lock:
-            return self._score(samples)
+            return self._score(samples, noisy)
 
-    def _score(self, samples: list[tuple[Task, Problem, str, dict]]) -> Scored:
+    def _score(self, samples: list[tuple[Task, Problem, str, dict]], noisy: bool = True) -> Scored:
         n, groups = len(samples), sample_groups(samples)
         fields = [{**problem.reward_fields(), **extra} for _, problem, _, extra in samples]
         outcomes = self.pool.score(self._requests(self.verifier, samples, fields, groups))
         verdicts = self._per_sample(self.verifier, outcomes, n, groups)
         clean = None
-        if self.noise is not None and self.noise.generator is not None:
+        noise = self.noise if noisy else None
+        if noise is not None and noise.generator is not None:
             verdicts, clean = self._flipped(verdicts)
         fields = [{**f, "verifier_score": v.value if v.status == "ok" else 0.0} for f, v in zip(fields, verdicts)]
         others = [t for t in self.terms if t is not self.verifier and not t.uses_policy]
@@ -185,8 +187,8 @@ class RewardComposer:
         if stated is not None:
             correct = torch.where(stated.isnan(), correct, stated > 0.5)
         verifier_reward = per_function[self.verifier.name]
-        if self.noise is not None and self.noise.cfg.method != "none":  # on the (noisy) verdicts, 0/1
-            verifier_reward = self.noise.reward(correct)
+        if noise is not None and noise.cfg.method != "none":  # on the (noisy) verdicts, 0/1
+            verifier_reward = noise.reward(correct)
             extras[f"{self.verifier.name}/corrected"] = verifier_reward.clone()
         if clean is not None:
             extras[f"{self.verifier.name}/clean_correct"] = clean.to(torch.float64)
