@@ -264,6 +264,19 @@ def test_a_grounding_box_frames_its_shape():
         assert image.getpixel((max(0, x1 - 1), max(0, y1 - 1))) == (235, 235, 235) or x1 == 0 or y1 == 0
 
 
+def test_sft_held_out_demonstrations_of_an_image_task_are_not_demonstrations():
+    """sft.stop_at_accuracy on a task whose prompts are conversations with images (unhashable lists)."""
+    from rlvr.config import build_config
+    from rlvr.training.sft import accuracy_stop, demonstrations
+
+    cfg = build_config({"data": {"tasks": [{"name": "shapes", "args": {"question": "count", "image_size": 16}}]},
+                        "sft": {"num_examples": 6, "stop_at_accuracy": 0.9, "held_out": 5}})
+    held_out = accuracy_stop(cfg).pairs
+    shown = {repr(p) for p, _ in demonstrations(cfg)}
+    assert len(held_out) == 5 and isinstance(held_out[0][0], list)
+    assert len({repr(p) for p, _ in held_out}) == 5 and not shown & {repr(p) for p, _ in held_out}
+
+
 # ---------------------------------------------------------------------------------------------------- a whole run
 
 
