@@ -34,7 +34,9 @@ from rlvr.training.trainer import Trainer
 IMAGE_SIZE = 32
 TASK_ARGS = {"ground": {"question": "ground", "coordinates": "pixel", "min_shapes": 1, "max_shapes": 3},
              "count": {"question": "count", "min_shapes": 1, "max_shapes": 4}}
-NEW_TOKENS = {"ground": 16, "count": 3}
+# Completion budget: the longest answer and its EOS, with room to spare ("[19, 17, 32, 30]" is 16 tokens of the
+# tiny tokenizer, one per digit: a budget of 16 truncated every two-digit box, and a truncated answer scores 0).
+NEW_TOKENS = {"ground": 20, "count": 3}
 
 
 def task_config(question: str, seed: int, out: Path, eval_size: int, sft_examples: int = 300, sft_epochs: int = 4,

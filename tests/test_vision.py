@@ -10,6 +10,7 @@ import pickle
 
 import pytest
 import torch
+from conftest import ROOT
 from vlm_helpers import image_prompt, noise_image, tiny_idefics3, tiny_qwen2_vl
 
 from rlvr.algorithms import KL_ESTIMATORS, POLICY_LOSSES
@@ -275,6 +276,26 @@ def test_sft_held_out_demonstrations_of_an_image_task_are_not_demonstrations():
     shown = {repr(p) for p, _ in demonstrations(cfg)}
     assert len(held_out) == 5 and isinstance(held_out[0][0], list)
     assert len({repr(p) for p, _ in held_out}) == 5 and not shown & {repr(p) for p, _ in held_out}
+
+
+def test_the_vision_benchmark_budget_fits_every_reference_answer():
+    """benchmarks/vision.py's completion budget holds each held-out answer and its EOS: a truncated answer scores 0,
+    so a budget one token short (16 for pixel boxes) scored a perfect grounding policy 0."""
+    import importlib.util
+
+    from rlvr.models.prompts import prompt_text
+    from rlvr.models.tiny_vlm import build_tiny_vlm
+
+    spec = importlib.util.spec_from_file_location("vision_benchmark", ROOT / "benchmarks" / "vision.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    for question, args in bench.TASK_ARGS.items():
+        task = make_task("shapes", 0, {**args, "image_size": bench.IMAGE_SIZE, "eval_size": 100})
+        texts = [prompt_text(task.problem("train", i).prompt) for i in range(50)]
+        _, processor = build_tiny_vlm(texts, image_size=bench.IMAGE_SIZE, hidden_size=16, num_layers=1)
+        longest = max(len(processor.tokenizer(task.problem("eval", i).answer, add_special_tokens=False)["input_ids"])
+                      for i in range(100))
+        assert longest + 1 <= bench.NEW_TOKENS[question], question
 
 
 # ---------------------------------------------------------------------------------------------------- a whole run
