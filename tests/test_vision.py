@@ -252,6 +252,22 @@ def test_shapes_task_is_deterministic_with_a_fixed_held_out_set(question):
     assert resolve_function(task.verifier)(p.prompt, p.answer, answer=p.answer) == pytest.approx(1.0)
 
 
+def test_shapes_colours_sets_the_palette():
+    """colours=1 draws every shape red, so counting the named colour counts every shape; the palette is validated."""
+    from rlvr.models.vision import load_image
+
+    task = make_task("shapes", 0, {"question": "count", "colours": 1, "min_shapes": 1, "max_shapes": 4,
+                                   "image_size": 32})
+    for i in range(5):
+        p = task.problem("train", i)
+        assert "red" in p.prompt[0]["content"][1]["text"]
+        image = load_image(p.prompt[0]["content"][0]["image"])
+        cells = {(x // 16, y // 16) for x in range(32) for y in range(32) if image.getpixel((x, y)) == (220, 40, 40)}
+        assert len(cells) == int(p.answer) >= 1  # one red shape per filled cell of the 2x2 grid
+    with pytest.raises(ConfigError, match="colours"):
+        make_task("shapes", 0, {"colours": 5})
+
+
 def test_a_grounding_box_frames_its_shape():
     from rlvr.models.vision import load_image
 
