@@ -5,7 +5,7 @@ a few hundred demonstrations of one question of the shapes task family (rlvr.tas
 prompts with the task's verifier as the only reward (IoU for grounding, exact count for counting). Held-out greedy
 mean IoU (grounding) and accuracy (counting) on the task's fixed held-out set, after SFT and after GRPO.
 
-The settings (SETTINGS, TASK_ARGS) are the ones under which GRPO moves the held-out figures in this budget:
+The settings (SETTINGS, TASK_ARGS) and why (each found by short seed-0 runs, listed in docs/results.md):
 - the whole model trains (model.freeze_vision false): the tiny vision tower is random, and frozen it leaves the
   decoder features it does not learn to read in a few hundred steps; SFT then ends at the answer prior (always "0",
   or one fixed box whatever the image), and GRPO has nothing to sharpen;
