@@ -10,6 +10,7 @@ import pickle
 
 import pytest
 import torch
+from conftest import ROOT
 from vlm_helpers import image_prompt, noise_image, tiny_idefics3, tiny_qwen2_vl
 
 from rlvr.algorithms import KL_ESTIMATORS, POLICY_LOSSES
@@ -251,6 +252,22 @@ def test_shapes_task_is_deterministic_with_a_fixed_held_out_set(question):
     assert resolve_function(task.verifier)(p.prompt, p.answer, answer=p.answer) == pytest.approx(1.0)
 
 
+def test_shapes_colours_sets_the_palette():
+    """colours=1 draws every shape red, so counting the named colour counts every shape; the palette is validated."""
+    from rlvr.models.vision import load_image
+
+    task = make_task("shapes", 0, {"question": "count", "colours": 1, "min_shapes": 1, "max_shapes": 4,
+                                   "image_size": 32})
+    for i in range(5):
+        p = task.problem("train", i)
+        assert "red" in p.prompt[0]["content"][1]["text"]
+        image = load_image(p.prompt[0]["content"][0]["image"])
+        cells = {(x // 16, y // 16) for x in range(32) for y in range(32) if image.getpixel((x, y)) == (220, 40, 40)}
+        assert len(cells) == int(p.answer) >= 1  # one red shape per filled cell of the 2x2 grid
+    with pytest.raises(ConfigError, match="colours"):
+        make_task("shapes", 0, {"colours": 5})
+
+
 def test_a_grounding_box_frames_its_shape():
     from rlvr.models.vision import load_image
 
@@ -262,6 +279,39 @@ def test_a_grounding_box_frames_its_shape():
         cx, cy = (x1 + x2) // 2, (y1 + y2 + 1) // 2
         assert image.getpixel((cx, cy)) != (235, 235, 235)  # the shape's colour at the box centre
         assert image.getpixel((max(0, x1 - 1), max(0, y1 - 1))) == (235, 235, 235) or x1 == 0 or y1 == 0
+
+
+def test_sft_held_out_demonstrations_of_an_image_task_are_not_demonstrations():
+    """sft.stop_at_accuracy on a task whose prompts are conversations with images (unhashable lists)."""
+    from rlvr.config import build_config
+    from rlvr.training.sft import accuracy_stop, demonstrations
+
+    cfg = build_config({"data": {"tasks": [{"name": "shapes", "args": {"question": "count", "image_size": 16}}]},
+                        "sft": {"num_examples": 6, "stop_at_accuracy": 0.9, "held_out": 5}})
+    held_out = accuracy_stop(cfg).pairs
+    shown = {repr(p) for p, _ in demonstrations(cfg)}
+    assert len(held_out) == 5 and isinstance(held_out[0][0], list)
+    assert len({repr(p) for p, _ in held_out}) == 5 and not shown & {repr(p) for p, _ in held_out}
+
+
+def test_the_vision_benchmark_budget_fits_every_reference_answer():
+    """benchmarks/vision.py's completion budget holds each held-out answer and its EOS: a truncated answer scores 0,
+    so a budget one token short (16 for pixel boxes) scored a perfect grounding policy 0."""
+    import importlib.util
+
+    from rlvr.models.prompts import prompt_text
+    from rlvr.models.tiny_vlm import build_tiny_vlm
+
+    spec = importlib.util.spec_from_file_location("vision_benchmark", ROOT / "benchmarks" / "vision.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    for question, args in bench.TASK_ARGS.items():
+        task = make_task("shapes", 0, {**args, "image_size": bench.IMAGE_SIZE, "eval_size": 100})
+        texts = [prompt_text(task.problem("train", i).prompt) for i in range(50)]
+        _, processor = build_tiny_vlm(texts, image_size=bench.IMAGE_SIZE, hidden_size=16, num_layers=1)
+        longest = max(len(processor.tokenizer(task.problem("eval", i).answer, add_special_tokens=False)["input_ids"])
+                      for i in range(100))
+        assert longest + 1 <= bench.NEW_TOKENS[question], question
 
 
 # ---------------------------------------------------------------------------------------------------- a whole run

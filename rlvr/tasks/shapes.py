@@ -8,8 +8,9 @@ three kinds of question about them:
   (`choice_reward`).
 
 Shapes sit in distinct cells of a grid (2x2 up to 4 shapes, 3x3 up to 9), each with a random size and offset inside
-its cell, so they never overlap and every box is exact. Difficulty: shapes per image (`min_shapes`, `max_shapes`) and
-`image_size`. The train split is an unbounded stream, deterministic in (seed, index); the held-out set depends on
+its cell, so they never overlap and every box is exact. Difficulty: shapes per image (`min_shapes`, `max_shapes`),
+`image_size`, and `colours`, how many of the palette's colours are drawn (1: counting the named colour is counting
+every shape). The train split is an unbounded stream, deterministic in (seed, index); the held-out set depends on
 `eval_seed` only. Images travel in the prompt as PNG bytes (rlvr.models.vision).
 """
 
@@ -61,12 +62,13 @@ def draw(shapes: list[Shape], size: int) -> bytes:
 @TASKS.register("shapes")
 class ShapesTask(Task):
     """Questions about procedurally drawn shapes (args: question count | ground | choice, min_shapes, max_shapes,
-    image_size, coordinates normalized | pixel for ground, eval_size, eval_seed)."""
+    image_size, colours 1-4, coordinates normalized | pixel for ground, eval_size, eval_seed)."""
 
     name = "shapes"
 
     def __init__(self, seed: int = 0, question: str = "count", min_shapes: int = 1, max_shapes: int = 4,
-                 image_size: int = 64, coordinates: str = "normalized", eval_size: int = 100, eval_seed: int = 0):
+                 image_size: int = 64, colours: int = len(COLOURS), coordinates: str = "normalized",
+                 eval_size: int = 100, eval_seed: int = 0):
         if question not in QUESTIONS:
             raise ConfigError(f"data.tasks[].args.question must be one of {', '.join(QUESTIONS)}, got {question!r}.")
         if coordinates not in ("normalized", "pixel"):
@@ -74,11 +76,14 @@ class ShapesTask(Task):
         if not 1 <= min_shapes <= max_shapes <= 9:
             raise ConfigError(f"data.tasks[].args: need 1 <= min_shapes <= max_shapes <= 9, got {min_shapes}, "
                               f"{max_shapes}.")
+        if not 1 <= colours <= len(COLOURS):
+            raise ConfigError(f"data.tasks[].args.colours must be 1 to {len(COLOURS)}, got {colours}.")
         if image_size < 16:
             raise ConfigError(f"data.tasks[].args.image_size must be at least 16 pixels, got {image_size}.")
         self.seed, self.question, self.coordinates = seed, question, coordinates
         self.min_shapes, self.max_shapes, self.image_size = min_shapes, max_shapes, image_size
         self.eval_size, self.eval_seed = eval_size, eval_seed
+        self.palette = list(COLOURS)[:colours]
         self.verifier = QUESTIONS[question]
 
     @property
@@ -98,7 +103,7 @@ class ShapesTask(Task):
             x = (c % grid) * cell + rng.randint(0, cell - side)
             y = (c // grid) * cell + rng.randint(0, cell - side)
             kind = kinds[i] if kinds else rng.choice(SHAPES)
-            out.append(Shape(kind, rng.choice(list(COLOURS)), (x, y, x + side, y + side)))
+            out.append(Shape(kind, rng.choice(self.palette), (x, y, x + side, y + side)))
         return out
 
     def _box_text(self, box: tuple[int, int, int, int]) -> str:
@@ -112,7 +117,7 @@ class ShapesTask(Task):
         count = rng.randint(self.min_shapes, self.max_shapes)
         if self.question == "count":
             shapes = self._scene(rng, count)
-            colour = rng.choice(list(COLOURS))
+            colour = rng.choice(self.palette)
             text = f"How many {colour} shapes are in the image? Answer with a number."
             answer = str(sum(s.colour == colour for s in shapes))
         elif self.question == "ground":
@@ -128,7 +133,7 @@ class ShapesTask(Task):
             half = self.image_size // 2
             inside = [s for s in shapes if s.box[0] // half == qx and s.box[1] // half == qy]
             attribute = rng.choice(("shape", "colour"))
-            options = list(SHAPES) + ["nothing"] if attribute == "shape" else list(COLOURS)
+            options = list(SHAPES) + ["nothing"] if attribute == "shape" else list(COLOURS)  # every colour an option
             truth = "nothing" if not inside and attribute == "shape" else \
                 (inside[0].kind if attribute == "shape" else inside[0].colour) if inside else None
             if truth is None:  # a colour question about an empty quarter: ask about a filled one

@@ -174,8 +174,12 @@ class StopAtAccuracy:
 
 def held_out_demonstrations(cfg: RunConfig, n: int) -> list[tuple[str, str]]:
     """`n` demonstrations SFT does not train on: the tasks' train stream at SFT's seed after its sft.num_examples,
-    leaving out prompts among the demonstrations (and the tasks' evaluation problems, as every train draw does)."""
-    seen = {prompt for prompt, _ in demonstrations(cfg)}
+    leaving out prompts among the demonstrations (and the tasks' evaluation problems, as every train draw does).
+    A conversation prompt (a list of messages, images included) is compared by its repr: lists are unhashable."""
+    def key(prompt) -> str:
+        return prompt if isinstance(prompt, str) else repr(prompt)
+
+    seen = {key(prompt) for prompt, _ in demonstrations(cfg)}
     tasks = make_tasks(cfg.data.tasks, cfg.seed + cfg.sft.seed_offset)
     pairs = []
     for index in range(cfg.sft.num_examples, cfg.sft.num_examples + 100 * n):  # a small finite task runs out
@@ -186,8 +190,8 @@ def held_out_demonstrations(cfg: RunConfig, n: int) -> list[tuple[str, str]]:
             if size is not None and index >= size:
                 continue
             p = task.problem("train", index)
-            if p.prompt not in seen and len(pairs) < n:
-                seen.add(p.prompt)
+            if key(p.prompt) not in seen and len(pairs) < n:
+                seen.add(key(p.prompt))
                 pairs.append((p.prompt, p.solution))
     return pairs
 
