@@ -50,7 +50,9 @@ def test_a_batch_without_any_advantage_still_gives_every_parameter_a_zero_gradie
     batch.advantages.zero_()
     whole, _ = gradients(model, batch, skip=False)
     skipped, sums = gradients(model, batch, skip=True)
-    assert len(trained_rows(batch)) == 1 and sums["skipped_rows"] == len(batch) - 1
+    rows, stand_in = trained_rows(batch)
+    assert len(rows) == 1 and stand_in and sums["skipped_rows"] == len(batch) - 1
+    assert sums["entropy_tokens"] == float(batch.completion_mask.sum())  # the stand-in's entropy is the sampler's
     assert {n for n, g in whole.items() if g is not None} == {n for n, g in skipped.items() if g is not None}
     assert all(float(g.abs().max()) == 0 for g in skipped.values() if g is not None)  # AdamW still takes its step
 

@@ -53,15 +53,15 @@ def vanishes_without_advantage(policy_loss: Callable, algorithm: AlgorithmConfig
     return bool((loss == 0).all()) and (grad is None or bool((grad == 0).all()))
 
 
-def trained_rows(mini: RolloutBatch) -> torch.Tensor:
+def trained_rows(mini: RolloutBatch) -> tuple[torch.Tensor, bool]:
     """The rows with a non-zero advantage on some token of the loss: with a policy loss that vanishes at A = 0 and no
     KL or entropy term, every other row adds exactly nothing to the gradient (GRPO's groups whose samples all scored
-    alike), while its tokens stay in the normalisers. When no row has one, the shortest row is computed all the same,
-    so the same parameters get their zero gradient, and AdamW its step, as when every row is computed."""
+    alike), while its tokens stay in the normalisers. When no row has one, the shortest row stands in (the flag says
+    so), so the same parameters get their zero gradient, and AdamW its step, as when every row is computed."""
     live = ((mini.advantages != 0) & (mini.loss_mask > 0)).any(-1)
-    if len(mini) and not live.any():
-        live[mini.attention_mask.sum(-1).argmin()] = True
-    return live.nonzero().squeeze(-1)
+    if live.any() or not len(mini):
+        return live.nonzero().squeeze(-1), False
+    return mini.attention_mask.sum(-1).argmin().reshape(1), True
 
 
 def accumulate_gradients(model, mini: RolloutBatch, setup: LossSetup,
@@ -79,12 +79,14 @@ def accumulate_gradients(model, mini: RolloutBatch, setup: LossSetup,
                norm_constant=setup.norm_constant)
     sums: dict[str, float] = defaultdict(float)
     sums["rows"] = len(mini)
+    stand_in = False
     if setup.skip_zero_advantage:
-        # Skipped rows' entropy is the sampler's (the same policy and temperature), so actor/entropy stays over
-        # every sampled token; the figures that need the trainer's logprobs are over the computed rows.
-        rows = trained_rows(mini)
+        # Skipped rows' entropy (and a stand-in's) is the sampler's (the same policy and temperature), so
+        # actor/entropy stays over every sampled token, whatever rows a rank computes; the figures that need the
+        # trainer's logprobs are over the computed rows.
+        rows, stand_in = trained_rows(mini)
         skipped = torch.ones(len(mini), dtype=torch.bool)
-        skipped[rows] = False
+        skipped[rows] = stand_in
         sums["entropy"] += float((mini.rollout_entropy * mini.completion_mask)[skipped].sum())
         sums["entropy_tokens"] += float(mini.completion_mask[skipped].sum())
         mini = mini.select(rows)
@@ -119,9 +121,10 @@ def accumulate_gradients(model, mini: RolloutBatch, setup: LossSetup,
         loss.backward()
         sums["loss"] += loss.item()
         sums["tokens"] += float(mask.sum())
-        sums["entropy_tokens"] += float(mask.sum())
+        if not stand_in:
+            sums["entropy_tokens"] += float(mask.sum())
+            sums["entropy"] += float((entropy.detach() * mask).sum())
         sums["selected_tokens"] += float(loss_mask.sum())
-        sums["entropy"] += float((entropy.detach() * mask).sum())
         sums["logprob_diff"] += float(((logp.detach() - mb.rollout_logprobs).abs() * mask).sum())
         for k, v in stats.items():
             sums[k] += float((v.detach() * loss_mask).sum())
