@@ -282,12 +282,17 @@ def test_backward_correction_needs_rates_that_leave_a_signal():
         NoiseCorrectionConfig(method="backward", false_positive_rate=0.6, false_negative_rate=0.4)
 
 
-def test_the_composer_flips_the_verifier_then_trains_on_the_corrected_reward():
+def every_verdict_flipped() -> tuple[list, NoiseCorrectionConfig]:
+    """A right and a wrong answer, and a backward correction whose injection flips every verdict."""
     task = make_task("arithmetic", 0, {"max_operand": 5, "eval_size": 4})
     problem = task.problem("train", 0)
     samples = [(task, problem, problem.answer, {}), (task, problem, "x", {})]
-    noise = NoiseCorrectionConfig(method="backward", false_positive_rate=0.1, false_negative_rate=0.2,
-                                  inject={"false_positive_rate": 1.0, "false_negative_rate": 1.0, "seed": 0})
+    return samples, NoiseCorrectionConfig(method="backward", false_positive_rate=0.1, false_negative_rate=0.2,
+                                          inject={"false_positive_rate": 1.0, "false_negative_rate": 1.0, "seed": 0})
+
+
+def test_the_composer_flips_the_verifier_then_trains_on_the_corrected_reward():
+    samples, noise = every_verdict_flipped()
     with RewardPool(1, 30) as pool:
         scored = RewardComposer([RewardFunctionConfig(function="task")], pool, noise=noise).score(samples)
         clean = RewardComposer([RewardFunctionConfig(function="task")], pool).score(samples)
@@ -300,11 +305,7 @@ def test_the_composer_flips_the_verifier_then_trains_on_the_corrected_reward():
 
 def test_held_out_evaluation_scores_clean_verdicts_under_injected_noise():
     """The trainer's evaluation shares its composer: injected flips and the correction stay out of it."""
-    task = make_task("arithmetic", 0, {"max_operand": 5, "eval_size": 4})
-    problem = task.problem("train", 0)
-    samples = [(task, problem, problem.answer, {}), (task, problem, "x", {})]
-    noise = NoiseCorrectionConfig(method="backward", false_positive_rate=0.1, false_negative_rate=0.2,
-                                  inject={"false_positive_rate": 1.0, "false_negative_rate": 1.0, "seed": 0})
+    samples, noise = every_verdict_flipped()
     with RewardPool(1, 30) as pool:
         composer = RewardComposer([RewardFunctionConfig(function="task")], pool, noise=noise)
         held_out = composer.score(samples, noisy=False)
