@@ -121,6 +121,8 @@ class Trainer:
             self.ref_model = self.parallel.wrap_frozen(
                 load_model(cfg.model, name=self.initial_model).eval().requires_grad_(False))
         self.kl_control = AdaptiveKLController(a.kl_coef, a.kl_target, a.kl_horizon) if a.kl_target else None
+        # Whether the policy loss is zero where the advantage is (optim.skip_zero_advantage); probed once
+        self.loss_vanishes = vanishes_without_advantage(POLICY_LOSSES.get(a.policy_loss), a)
         limit = prompt_token_limit(cfg.data.max_prompt_tokens, getattr(self.model.config, "max_position_embeddings", None),
                                    cfg.rollout.max_new_tokens)
         processor = load_processor(source, cfg.model.trust_remote_code) if is_vision_model(model) else None
@@ -298,7 +300,7 @@ class Trainer:
         kl_coef = self.kl_coef if a.kl_placement == "loss" else 0.0
         # Rows whose loss is exactly zero are not computed (under fsdp2 every rank must run the same forwards)
         skip = (o.skip_zero_advantage and kl_coef == 0 and a.entropy_coef == 0 and not self.parallel.lockstep_forward
-                and vanishes_without_advantage(policy_loss, a))
+                and self.loss_vanishes)
         setup = LossSetup(
             algorithm=a, policy_loss=policy_loss, kl_estimator=KL_ESTIMATORS.get(a.kl_estimator), kl_coef=kl_coef,
             temperature=cfg.rollout.temperature, norm_constant=a.loss_norm_constant or cfg.rollout.max_new_tokens,
