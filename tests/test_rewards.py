@@ -1,4 +1,6 @@
 import json
+import subprocess
+import sys
 import textwrap
 from collections import Counter
 from pathlib import Path
@@ -233,3 +235,13 @@ def test_a_misspelled_task_verifier_is_a_start_up_error_with_a_suggestion(write_
     assert "the verifier of task 'dataset' = 'rlvr.verifiers.math:math_scor'" in err
     assert "Did you mean 'math_score'" in err
     assert not (Path(fast_config()["tracking"]["output_dir"]) / "initial-model").exists()  # before any compute
+
+
+def test_a_reward_worker_starts_without_torch_or_transformers():
+    """A worker (started per pool and again for every one replaced after a hang or crash) imports what scoring a
+    rule reward needs, not the seconds of torch and transformers; a model-backed reward imports them when called."""
+    code = ("import sys, rlvr.rewards.worker, rlvr.rewards.loading as l; "
+            "print(float(l.resolve_function('rlvr.tasks.arithmetic:score')('96+16=', '112', answer='112')), "
+            "sorted({'torch', 'transformers'} & set(sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "1.0 []"  # scored, and neither library loaded

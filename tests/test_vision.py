@@ -16,8 +16,9 @@ from vlm_helpers import image_prompt, noise_image, tiny_idefics3, tiny_qwen2_vl
 from rlvr.algorithms import KL_ESTIMATORS, POLICY_LOSSES
 from rlvr.config import AlgorithmConfig
 from rlvr.errors import ConfigError, DataError
+from rlvr.models.images import loggable_prompt
 from rlvr.models.logprobs import completion_logprobs
-from rlvr.models.vision import PromptIds, VisionPromptEncoder, collate_inputs, freeze_vision, loggable_prompt
+from rlvr.models.vision import PromptIds, VisionPromptEncoder, collate_inputs, freeze_vision
 from rlvr.rollout.base import SamplingParams, group_generator
 from rlvr.rollout.hf import HFRolloutEngine
 from rlvr.rollout.static import static_engine
@@ -254,7 +255,7 @@ def test_shapes_task_is_deterministic_with_a_fixed_held_out_set(question):
 
 def test_shapes_colours_sets_the_palette():
     """colours=1 draws every shape red, so counting the named colour counts every shape; the palette is validated."""
-    from rlvr.models.vision import load_image
+    from rlvr.models.images import load_image
 
     task = make_task("shapes", 0, {"question": "count", "colours": 1, "min_shapes": 1, "max_shapes": 4,
                                    "image_size": 32})
@@ -269,7 +270,7 @@ def test_shapes_colours_sets_the_palette():
 
 
 def test_a_grounding_box_frames_its_shape():
-    from rlvr.models.vision import load_image
+    from rlvr.models.images import load_image
 
     task = make_task("shapes", 0, {"question": "ground", "coordinates": "pixel", "image_size": 64})
     for i in range(5):

@@ -4,11 +4,14 @@ trainer over-generate: groups it rejects are set aside and new prompts are drawn
 
 from __future__ import annotations
 
-import torch
+from typing import TYPE_CHECKING
 
 from rlvr.curriculum.stats import CurriculumStats
 from rlvr.errors import ConfigError
 from rlvr.registry import Registry
+
+if TYPE_CHECKING:
+    import torch
 
 GROUP_FILTERS: Registry[type[GroupFilter]] = Registry("group filter")
 

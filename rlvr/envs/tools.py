@@ -22,8 +22,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from transformers.utils import get_json_schema
-
 from rlvr.errors import ConfigError
 
 CallFormat = Literal["json", "tags"]
@@ -41,6 +39,8 @@ class Tool:
     """A function offered to the model, with its JSON schema and a wall-clock limit per call."""
 
     def __init__(self, function: Callable[..., Any], timeout_s: float = 10.0, name: str | None = None):
+        from transformers.utils import get_json_schema  # here: importing transformers takes seconds
+
         self.function, self.timeout_s = function, timeout_s
         try:
             self.schema = get_json_schema(function)

@@ -8,8 +8,8 @@ from itertools import combinations
 from pathlib import Path
 
 from rlvr.evaluation.evaluate import EvalRun, EvalSettings, ProblemResult
+from rlvr.models.images import loggable_prompt
 from rlvr.models.prompts import content_text
-from rlvr.models.vision import loggable_prompt
 
 SHOWN_UIDS = 20  # problems listed by name in the report's boundary table
 SHOWN_PROBLEMS = 5  # problems whose kept completions the report shows

@@ -25,8 +25,6 @@ import re
 from collections import OrderedDict
 from typing import Any
 
-import torch
-
 from rlvr.config import JudgeSettings, ModelConfig
 from rlvr.rewards.loading import register_reward, split_settings
 from rlvr.verifiers import guards
@@ -123,24 +121,26 @@ class Judge:
         prefix = f"{self.settings.system_prompt}\n" if self.settings.system_prompt else ""
         return self.tokenizer.encode(prefix + user + PLAIN_VERDICT_PREFIX, add_special_tokens=False)
 
-    @torch.no_grad()
     def yes_probabilities(self, prompts: list[list[int]]) -> list[float]:
         """P(yes) / (P(yes) + P(no)) at the next token of each prompt, `batch_size` prompts per forward pass (left
         padded, positions counted over real tokens)."""
+        import torch
+
         out = []
-        device = next(self.model.parameters()).device
-        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-        for start in range(0, len(prompts), self.settings.batch_size):
-            chunk = prompts[start : start + self.settings.batch_size]
-            width = max(len(p) for p in chunk)
-            ids = torch.tensor([[pad] * (width - len(p)) + p for p in chunk], device=device)
-            mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in chunk], device=device)
-            positions = (mask.cumsum(-1) - 1).clamp(min=0)
-            logits = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False,
-                                logits_to_keep=1).logits[:, -1].float()
-            logp = torch.log_softmax(logits, -1)
-            yes, no = logp[:, self.yes_ids].logsumexp(-1), logp[:, self.no_ids].logsumexp(-1)
-            out += torch.sigmoid(yes - no).tolist()  # P(yes) / (P(yes) + P(no))
+        with torch.no_grad():
+            device = next(self.model.parameters()).device
+            pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+            for start in range(0, len(prompts), self.settings.batch_size):
+                chunk = prompts[start : start + self.settings.batch_size]
+                width = max(len(p) for p in chunk)
+                ids = torch.tensor([[pad] * (width - len(p)) + p for p in chunk], device=device)
+                mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in chunk], device=device)
+                positions = (mask.cumsum(-1) - 1).clamp(min=0)
+                logits = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False,
+                                    logits_to_keep=1).logits[:, -1].float()
+                logp = torch.log_softmax(logits, -1)
+                yes, no = logp[:, self.yes_ids].logsumexp(-1), logp[:, self.no_ids].logsumexp(-1)
+                out += torch.sigmoid(yes - no).tolist()  # P(yes) / (P(yes) + P(no))
         return out
 
     def score(self, questions: list[str], replies: list[str], references: list[str]) -> list[dict[str, Any]]:

@@ -10,18 +10,15 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-import torch
-
 from rlvr.config import RewardModelSettings
 from rlvr.rewards.loading import register_reward, split_settings
 from rlvr.verifiers import guards
-
-_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "auto": "auto"}
 
 
 @functools.lru_cache(maxsize=2)
 def load_reward_model(name: str, dtype: str, device: str) -> tuple[Any, Any]:
     """A sequence-classification model and its tokenizer, in eval mode, loaded once per process."""
+    import torch
     from transformers import AutoModelForSequenceClassification
 
     from rlvr.errors import RlvrError
@@ -29,7 +26,7 @@ def load_reward_model(name: str, dtype: str, device: str) -> tuple[Any, Any]:
 
     tokenizer = load_tokenizer(name)
     try:
-        model = AutoModelForSequenceClassification.from_pretrained(name, dtype=_DTYPES[dtype])
+        model = AutoModelForSequenceClassification.from_pretrained(name, dtype="auto" if dtype == "auto" else getattr(torch, dtype))
     except (OSError, ValueError) as e:
         raise RlvrError(f"reward_model: cannot load a sequence-classification model from '{name}': {e}") from None
     if model.config.pad_token_id is None:
@@ -48,10 +45,11 @@ def input_ids(tokenizer, prompt: Any, reply: str, max_tokens: int) -> list[int]:
     return ids[-max_tokens:]
 
 
-@torch.no_grad()
 def raw_scores(model, sequences: list[list[int]], label: int | None, batch_size: int) -> list[float]:
     """The score of each token sequence: the logit of a one-label model, else the probability of `label`. Right
     padded: the model pools at each row's last real token (found from pad_token_id)."""
+    import torch
+
     pad = model.config.pad_token_id
     device = next(model.parameters()).device
     out: list[float] = []
@@ -60,7 +58,8 @@ def raw_scores(model, sequences: list[list[int]], label: int | None, batch_size:
         width = max(len(s) for s in chunk)
         ids = torch.tensor([s + [pad] * (width - len(s)) for s in chunk], device=device)
         mask = torch.tensor([[1] * len(s) + [0] * (width - len(s)) for s in chunk], device=device)
-        logits = model(input_ids=ids, attention_mask=mask).logits.float()
+        with torch.no_grad():
+            logits = model(input_ids=ids, attention_mask=mask).logits.float()
         if logits.shape[-1] == 1:
             out += logits[:, 0].tolist()
         else:
@@ -70,6 +69,8 @@ def raw_scores(model, sequences: list[list[int]], label: int | None, batch_size:
 
 def normalized(scores: list[float], how: str) -> list[float]:
     """none; sigmoid; group: z-scores over the call's samples (one prompt group), 0 for a group of one."""
+    import torch
+
     t = torch.tensor(scores, dtype=torch.float64)
     if how == "sigmoid":
         t = torch.sigmoid(t)

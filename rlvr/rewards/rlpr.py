@@ -22,8 +22,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import torch
-
 from rlvr.config import RlprSettings
 from rlvr.rewards.loading import register_reward
 
@@ -38,10 +36,11 @@ class Policy:
     encode: Callable[[Any], list[int]]
 
 
-@torch.no_grad()
 def mean_target_probability(model, rows: list[tuple[list[int], list[int]]], batch_size: int) -> list[float]:
     """For each (context ids, target ids): the mean over target tokens of p(target_t | context, target_<t) under
     `model` at temperature 1 (right padded; positions count real tokens)."""
+    import torch
+
     device = next(model.parameters()).device
     out: list[float] = []
     for start in range(0, len(rows), batch_size):
@@ -50,7 +49,8 @@ def mean_target_probability(model, rows: list[tuple[list[int], list[int]]], batc
         width = max(len(s) for s in seqs)
         ids = torch.tensor([s + [0] * (width - len(s)) for s in seqs], device=device)
         mask = torch.tensor([[1] * len(s) + [0] * (width - len(s)) for s in seqs], device=device)
-        logits = model(input_ids=ids, attention_mask=mask, use_cache=False).logits.float()
+        with torch.no_grad():
+            logits = model(input_ids=ids, attention_mask=mask, use_cache=False).logits.float()
         logp = torch.log_softmax(logits, -1)
         for b, (ctx, tgt) in enumerate(chunk):
             positions = torch.arange(len(ctx) - 1, len(ctx) + len(tgt) - 1, device=device)

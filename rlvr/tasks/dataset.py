@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from rlvr.errors import ConfigError, DataError, did_you_mean
+from rlvr.models.images import image_parts, load_image, with_images
 from rlvr.models.prompts import Prompt, conversation_problem, is_conversation
-from rlvr.models.vision import image_parts, load_image, with_images
 from rlvr.tasks.base import RESERVED_FIELDS, TASKS, Problem, Task
 from rlvr.verifiers.verdict import Verdict, shown_answer
 

@@ -11,7 +11,7 @@ Shapes sit in distinct cells of a grid (2x2 up to 4 shapes, 3x3 up to 9), each w
 its cell, so they never overlap and every box is exact. Difficulty: shapes per image (`min_shapes`, `max_shapes`),
 `image_size`, and `colours`, how many of the palette's colours are drawn (1: counting the named colour is counting
 every shape). The train split is an unbounded stream, deterministic in (seed, index); the held-out set depends on
-`eval_seed` only. Images travel in the prompt as PNG bytes (rlvr.models.vision).
+`eval_seed` only. Images travel in the prompt as PNG bytes (rlvr.models.images).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from rlvr.models.vision import loggable_prompt
+from rlvr.models.images import loggable_prompt
 from rlvr.tasks import Task
 
 
