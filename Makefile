@@ -41,11 +41,15 @@ quickstart: install
 	$(BIN)/rlvr quickstart
 
 # RLVR_REQUIRE_REAL_MODEL: the real-model tests fail (rather than skip) when the packaged model is missing.
+# -n auto: one pytest-xdist worker per core, each test's torch on one thread (tests/conftest.py); worksteal hands
+# the long tests' neighbours to the idle worker.
+PYTEST := RLVR_REQUIRE_REAL_MODEL=1 $(BIN)/python -m pytest -q -n auto --dist worksteal
+
 test: install
-	RLVR_REQUIRE_REAL_MODEL=1 $(BIN)/python -m pytest -q
+	$(PYTEST)
 
 test-all: install
-	RLVR_REQUIRE_REAL_MODEL=1 $(BIN)/python -m pytest -q -m "slow or not slow"
+	$(PYTEST) -m "slow or not slow"
 
 # ruff, and the layer contract of .importlinter (docs/architecture.md): a new import circle or upward import fails.
 lint: install
