@@ -1,16 +1,21 @@
 """Checkpoint safety: manifest checked on resume, damaged checkpoints skipped by --resume auto, retention of the
-last K (never a protected one), interrupted saves leave the previous checkpoint whole."""
+last K (never a protected one), interrupted saves leave the previous checkpoint whole, one run per directory."""
 
 from __future__ import annotations
+
+import json
+import subprocess
+import sys
 
 import pytest
 from safetensors.torch import load_file
 
 import rlvr.training.checkpoint as checkpoint
-from rlvr.config import TinyModelConfig
+from rlvr.config import TinyModelConfig, build_config
 from rlvr.errors import RlvrError
 from rlvr.models.loading import build_tiny_model, train_tokenizer
 from rlvr.training.checkpoint import checkpoint_damage, list_checkpoints, load_state, resolve_resume, save_checkpoint
+from rlvr.training.trainer import Trainer
 
 
 @pytest.fixture(scope="module")
@@ -95,3 +100,27 @@ def test_a_save_that_fails_midway_leaves_the_previous_checkpoint_and_is_cleaned_
     monkeypatch.undo()
     save(3)
     assert sorted(p.name for p in previous.parent.iterdir()) == ["step-0000001", "step-0000003"]
+
+
+def test_a_second_run_on_a_directory_in_use_is_refused_until_the_first_one_exits(fast_config, tmp_path):
+    """Two runs writing one output directory (e.g. `--resume auto` while the first run still trains) would
+    interleave their metrics and overwrite each other's checkpoints: the second is refused with the holder named,
+    and the directory is free again the moment the holder dies, without any clean-up."""
+    cfg = build_config(fast_config(steps=1))
+    out = tmp_path / "run"
+    out.mkdir(parents=True)
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from pathlib import Path; "
+                               "from rlvr.training.setup import hold_output_dir; hold_output_dir(Path(sys.argv[1])); "
+                               "print('held', flush=True); time.sleep(60)", str(out)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(RlvrError, match=rf"in use by another run \(pid {holder.pid} on .*tracking.output_dir"):
+            Trainer(cfg)
+        assert not (out / "config.yaml").exists()  # refused before writing anything
+    finally:
+        holder.kill()
+        holder.wait()
+    Trainer(cfg).fit()  # the dead holder's lock went with it
+    Trainer(build_config(fast_config(steps=2)), resume="auto").fit()  # and a finished run in this process let go
+    assert [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()] == [1, 2]

@@ -3,10 +3,13 @@ settings data parallelism cannot honour, and the optimizer with its learning-rat
 
 from __future__ import annotations
 
+import fcntl
 import math
+import os
 import random
 import sys
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 import torch
@@ -69,9 +72,46 @@ def claim_output_dir(out: Path, resume: str | None) -> Path | None:
             f"--resume auto, or choose another tracking.output_dir."
         )
     ensure_writable_dir(out)
+    if is_main():
+        hold_output_dir(out)
     if is_main() and resume_path is None and discard_best_model(out):
         print(f"note: removed the best model an earlier, checkpoint-less run left in {out}", file=sys.stderr)
     return resume_path
+
+
+LOCK_FILE = ".rlvr-run.lock"
+_held: dict[Path, IO[str]] = {}  # output dirs this process holds (a later Trainer in the same process may reuse one)
+
+
+def hold_output_dir(out: Path) -> None:
+    """Hold an exclusive lock on `out` for this process, or fail naming the process that holds it: two runs writing
+    one directory interleave their metrics and overwrite each other's checkpoints. An flock, so a run that dies
+    (even by SIGKILL) frees the directory for `--resume auto` at once."""
+    key = out.resolve()
+    if key in _held:
+        return
+    handle = open(key / LOCK_FILE, "a+")  # noqa: SIM115 (held open for the run's life)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.seek(0)
+        holder = handle.read().strip() or "another process"
+        handle.close()
+        raise RlvrError(f"{out} is in use by another run ({holder}) that is still writing to it. Wait for it to "
+                        "finish or stop it (it checkpoints on SIGINT or SIGTERM) before resuming, or choose another "
+                        "tracking.output_dir.") from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"pid {os.getpid()} on {os.uname().nodename}\n")
+    handle.flush()
+    _held[key] = handle
+
+
+def release_output_dir(out: Path) -> None:
+    """Let other runs write `out` again (the end of `Trainer.fit`)."""
+    handle = _held.pop(out.resolve(), None)
+    if handle is not None:
+        handle.close()
 
 
 def make_optimizer(model, o: OptimConfig, steps: int, fused: bool) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:

@@ -77,7 +77,13 @@ from rlvr.training.interrupts import StopRequests, TrainingInterrupted
 from rlvr.training.parallel import make_parallel, start_processes
 from rlvr.training.resources import checkpoint_bytes, ensure_disk_space
 from rlvr.training.scoring import BatchScorer
-from rlvr.training.setup import check_data_parallel, claim_output_dir, make_optimizer, seed_everything
+from rlvr.training.setup import (
+    check_data_parallel,
+    claim_output_dir,
+    make_optimizer,
+    release_output_dir,
+    seed_everything,
+)
 from rlvr.training.step_metrics import rollout_metrics, update_metrics
 from rlvr.training.update import (
     LossSetup,
@@ -426,6 +432,7 @@ class Trainer:
                 print(f"{self.out}: this run is already finished ({self.step}/{cfg.steps} steps, checkpoint "
                       f"{self.resume_path}); nothing to train. To train longer, resume with a larger steps=N.")
             self.pool.close()
+            release_output_dir(self.out)
             return {}
         logger = run_logger(cfg, self.step) if is_main() else QuietLogger()
         if is_main():
@@ -453,6 +460,7 @@ class Trainer:
             logger.close()
             self.collector.close()
             self.pool.close()
+            release_output_dir(self.out)
         if is_main():
             report = self._write_report(logger)
             logger.banner("rlvr train: done", end_facts(cfg, metrics, time.perf_counter() - start, checkpoint,
