@@ -41,9 +41,11 @@ quickstart: install
 	$(BIN)/rlvr quickstart
 
 # RLVR_REQUIRE_REAL_MODEL: the real-model tests fail (rather than skip) when the packaged model is missing.
-# -n auto: one pytest-xdist worker per core, each test's torch on one thread (tests/conftest.py); worksteal hands
-# the long tests' neighbours to the idle worker.
-PYTEST := RLVR_REQUIRE_REAL_MODEL=1 $(BIN)/python -m pytest -q -n auto --dist worksteal
+# One pytest-xdist worker per core this process may use (at most 4: each worker holds its own torch and test
+# models in memory; TEST_WORKERS=N to choose), each test's torch on one thread (tests/conftest.py); worksteal
+# hands the long tests' neighbours to an idle worker.
+TEST_WORKERS ?= $(shell n=$$(nproc); echo $$(( n < 4 ? n : 4 )))
+PYTEST := RLVR_REQUIRE_REAL_MODEL=1 $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal
 
 test: install
 	$(PYTEST)
