@@ -40,7 +40,7 @@ PAD, EOS, UNK = "<pad>", "<eos>", "<unk>"
 
 hf_logging.disable_progress_bar()
 
-_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "auto": "auto"}
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "auto": "auto"}
 
 
 def train_tokenizer(texts: Iterable[str], vocab_size: int) -> PreTrainedTokenizerFast:
@@ -173,7 +173,7 @@ def load_model(cfg: ModelConfig, name: str | None = None) -> PreTrainedModel:
     gradient checkpointing)."""
     name = model_source(cfg) if name is None or name == cfg.name else resolve_model_name(name)
     _check_local(name)
-    kwargs = {"dtype": _DTYPES[cfg.dtype], "trust_remote_code": cfg.trust_remote_code}
+    kwargs = {"dtype": DTYPES[cfg.dtype], "trust_remote_code": cfg.trust_remote_code}
     if cfg.attn_implementation:
         kwargs["attn_implementation"] = cfg.attn_implementation
     try:
@@ -213,7 +213,7 @@ def load_policy(
         tokenizer = train_tokenizer(corpus, cfg.tiny.vocab_size)
         model = build_tiny_model(cfg.tiny, tokenizer, seed)
         if cfg.dtype not in ("auto", "float32"):
-            model = model.to(_DTYPES[cfg.dtype])
+            model = model.to(DTYPES[cfg.dtype])
     else:
         tokenizer = load_tokenizer(cfg.tokenizer or model_source(cfg), cfg.trust_remote_code)
         model = load_model(cfg)

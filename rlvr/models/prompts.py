@@ -42,6 +42,11 @@ def conversation_problem(messages: list) -> str | None:
     return None
 
 
+def prompt_key(prompt: Prompt) -> str:
+    """A hashable name for a prompt: the text itself, or a conversation's repr (lists of messages are unhashable)."""
+    return prompt if isinstance(prompt, str) else repr(prompt)
+
+
 def content_text(content: str | list[dict[str, Any]]) -> str:
     """A message's content as text: its text parts, an image part as '<image>'."""
     if isinstance(content, str):

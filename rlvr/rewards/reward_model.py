@@ -18,15 +18,14 @@ from rlvr.verifiers import guards
 @functools.lru_cache(maxsize=2)
 def load_reward_model(name: str, dtype: str, device: str) -> tuple[Any, Any]:
     """A sequence-classification model and its tokenizer, in eval mode, loaded once per process."""
-    import torch
     from transformers import AutoModelForSequenceClassification
 
     from rlvr.errors import RlvrError
-    from rlvr.models.loading import load_tokenizer, resolve_device
+    from rlvr.models.loading import DTYPES, load_tokenizer, resolve_device
 
     tokenizer = load_tokenizer(name)
     try:
-        model = AutoModelForSequenceClassification.from_pretrained(name, dtype="auto" if dtype == "auto" else getattr(torch, dtype))
+        model = AutoModelForSequenceClassification.from_pretrained(name, dtype=DTYPES[dtype])
     except (OSError, ValueError) as e:
         raise RlvrError(f"reward_model: cannot load a sequence-classification model from '{name}': {e}") from None
     if model.config.pad_token_id is None:

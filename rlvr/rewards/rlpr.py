@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlvr.config import RlprSettings
+from rlvr.models.prompts import prompt_key
 from rlvr.rewards.loading import register_reward
 
 
@@ -76,7 +77,7 @@ def rlpr_rewards(policy: Policy, prompts: list, completions: list[str], referenc
     for prompt, completion, reference in zip(prompts, completions, references):
         if reference is None or not str(reference).strip():
             raise ValueError("rlpr: a problem without a reference answer (the 'answer' field) cannot be scored")
-        key = (prompt if isinstance(prompt, str) else repr(prompt), str(reference))
+        key = (prompt_key(prompt), str(reference))
         prompt_ids = encoded.setdefault(key[0], list(policy.encode(prompt)))
         target = tok.encode(str(reference), add_special_tokens=False)
         reasoning = tok.encode(reasoning_of(completion, settings.marker) + settings.marker, add_special_tokens=False)

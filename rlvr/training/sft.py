@@ -22,7 +22,7 @@ from rlvr.models.loading import (
     resolve_device,
     save_pretrained,
 )
-from rlvr.models.prompts import PromptEncoder, conversation_problem, prompt_text
+from rlvr.models.prompts import PromptEncoder, conversation_problem, prompt_key, prompt_text
 from rlvr.models.vision import collate_inputs, is_vision_model, make_prompt_encoder, model_positions, prompt_inputs
 from rlvr.tasks.dataset import read_rows
 from rlvr.tracking import MetricsLogger
@@ -174,12 +174,8 @@ class StopAtAccuracy:
 
 def held_out_demonstrations(cfg: RunConfig, n: int) -> list[tuple[str, str]]:
     """`n` demonstrations SFT does not train on: the tasks' train stream at SFT's seed after its sft.num_examples,
-    leaving out prompts among the demonstrations (and the tasks' evaluation problems, as every train draw does).
-    A conversation prompt (a list of messages, images included) is compared by its repr: lists are unhashable."""
-    def key(prompt) -> str:
-        return prompt if isinstance(prompt, str) else repr(prompt)
-
-    seen = {key(prompt) for prompt, _ in demonstrations(cfg)}
+    leaving out prompts among the demonstrations (and the tasks' evaluation problems, as every train draw does)."""
+    seen = {prompt_key(prompt) for prompt, _ in demonstrations(cfg)}
     tasks = make_tasks(cfg.data.tasks, cfg.seed + cfg.sft.seed_offset)
     pairs = []
     for index in range(cfg.sft.num_examples, cfg.sft.num_examples + 100 * n):  # a small finite task runs out
@@ -190,8 +186,8 @@ def held_out_demonstrations(cfg: RunConfig, n: int) -> list[tuple[str, str]]:
             if size is not None and index >= size:
                 continue
             p = task.problem("train", index)
-            if key(p.prompt) not in seen and len(pairs) < n:
-                seen.add(key(p.prompt))
+            if prompt_key(p.prompt) not in seen and len(pairs) < n:
+                seen.add(prompt_key(p.prompt))
                 pairs.append((p.prompt, p.solution))
     return pairs
 
