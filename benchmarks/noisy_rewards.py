@@ -20,6 +20,7 @@ starts from it (e.g. the quickstart's own SFT model of that seed) instead of tra
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import shutil
 import statistics
@@ -49,13 +50,12 @@ def noise_overrides(variant: str, rate: float, seed: int) -> list[str]:
             f"rewards.noise_correction.false_negative_rate={rate}"]
 
 
-def clean_accuracy(run_dir: Path, seed: int, common: list[str]) -> tuple[float, float]:
-    """(SFT start, end of RL) greedy held-out accuracy of a run's start model and final checkpoint, scored by a
-    fresh evaluator (rlvr eval's: no noise channel), on the recipe's held-out problems."""
+@functools.cache
+def clean_accuracy(model: Path, seed: int, common: tuple[str, ...]) -> float:
+    """Greedy held-out accuracy of a model, scored by a fresh evaluator (rlvr eval's: no noise channel), on the
+    recipe's held-out problems; once per model (a seed's variants share their SFT start)."""
     cfg = load_config(RECIPE, [f"seed={seed}", *common])
-    final = sorted((run_dir / "checkpoints").glob("step-*"))[-1]
-    return tuple(evaluate_checkpoint(cfg, str(model), cfg.eval.num_problems)
-                 for model in (run_dir.parent / "sft", final))
+    return evaluate_checkpoint(cfg, str(model), cfg.eval.num_problems)
 
 
 def main() -> None:
@@ -93,7 +93,9 @@ def main() -> None:
     for path in sorted(out.glob("seed*/*/result.json")):
         row = json.loads(path.read_text())
         if "clean_eval" not in row:  # scored once, by a clean evaluator
-            row["accuracy_before"], row["accuracy_after"] = clean_accuracy(path.parent, row["seed"], common)
+            final = sorted((path.parent / "checkpoints").glob("step-*"))[-1]
+            row["accuracy_before"], row["accuracy_after"] = (clean_accuracy(model, row["seed"], tuple(common))
+                                                             for model in (path.parent.parent / "sft", final))
             row["clean_eval"] = True
             path.write_text(json.dumps(row, indent=2))
         rows.append(row)
