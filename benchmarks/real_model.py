@@ -4,6 +4,7 @@ GRPOTrainer on the same model, prompts, sampling and algorithm settings.
 
     python benchmarks/real_model.py recipe [--seeds 0 1 2] [--output runs/real_model] [--plot PNG]
     python benchmarks/real_model.py summary [--output runs/real_model] [--plot PNG]
+    python benchmarks/real_model.py summary --output RUNS_A RUNS_B ... --labels A B ... --plot PNG
     python benchmarks/real_model.py trl [--seeds 0 1 2] [--steps 10] [--output runs/real_model_trl]
 
 `recipe` trains each seed with `rlvr train recipes/smollm2_addition.yaml seed=S` and reads the run's
@@ -111,11 +112,24 @@ def recipe(args) -> None:
 
 
 def summary(args) -> None:
-    """The table and plot over every seed run so far under --output (seeds may be run by separate invocations)."""
-    results = sorted((json.loads(p.read_text()) for p in Path(args.output).glob("seed*.json")), key=lambda r: r["seed"])
-    summarize_recipe(results)
-    if args.plot:
-        plot_recipe(results, Path(args.plot))
+    """The table and plot over every seed run so far under each --output (seeds may be run by separate
+    invocations); with several outputs (runs of the recipe with different rewards, say) one table each and a plot
+    of their exact-check curves side by side."""
+    labels = args.labels or args.output
+    if len(labels) != len(args.output):
+        raise SystemExit(f"summary: {len(args.output)} --output folders but {len(labels)} --labels")
+    runs = {}
+    for label, output in zip(labels, args.output):
+        results = sorted((json.loads(p.read_text()) for p in Path(output).glob("seed*.json")), key=lambda r: r["seed"])
+        if not results:
+            raise SystemExit(f"summary: no seedS.json under {output} (run `recipe --output {output}` first)")
+        print(f"\n{label} ({output})")
+        summarize_recipe(results)
+        runs[label] = results
+    if args.plot and len(runs) == 1:
+        plot_recipe(next(iter(runs.values())), Path(args.plot))
+    elif args.plot:
+        plot_comparison(runs, Path(args.plot))
 
 
 def summarize_recipe(results: list[dict]) -> None:
@@ -153,6 +167,34 @@ def plot_recipe(results: list[dict], path: Path) -> None:
     ax.set_title("SmolLM2-135M-Instruct, recipes/smollm2_addition.yaml (CPU)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    print(f"wrote {path}")
+
+
+def plot_comparison(runs: dict[str, list[dict]], path: Path) -> None:
+    """Exact-check held-out accuracy of several sets of runs: each seed thin, the mean over seeds bold."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4))
+    for (label, results), color in zip(runs.items(), ("tab:blue", "tab:orange", "tab:green", "tab:red")):
+        for r in results:
+            ax.plot([p["step"] for p in r["curve"]], [100 * p["exact"] for p in r["curve"]], color=color,
+                    alpha=0.35, linewidth=1)
+        steps = sorted({p["step"] for r in results for p in r["curve"]})
+        means = [statistics.mean(100 * p["exact"] for r in results for p in r["curve"] if p["step"] == s)
+                 for s in steps]
+        ax.plot(steps, means, color=color, marker="o", linewidth=2.2, label=f"{label} (mean of {len(results)} seeds)")
+    ax.set_xlabel("GRPO step")
+    ax.set_ylabel("held-out greedy accuracy (%), exact check")
+    ax.set_ylim(0, 100)
+    ax.set_title("SmolLM2-135M-Instruct, recipes/smollm2_addition.yaml (CPU)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
@@ -334,7 +376,8 @@ def main() -> None:
     p.add_argument("--plot", default=None, help="PNG of the curves")
     p.add_argument("--set", nargs="*", default=[], help="extra key=value overrides for rlvr train")
     p = sub.add_parser("summary", help="the table (and plot) over the seeds `recipe` wrote under --output")
-    p.add_argument("--output", default="runs/real_model")
+    p.add_argument("--output", nargs="+", default=["runs/real_model"], help="one or more OUTPUTs of `recipe`")
+    p.add_argument("--labels", nargs="+", default=None, help="a name per --output for the tables and the plot")
     p.add_argument("--plot", default=None, help="PNG of the curves")
     p = sub.add_parser("trl", help="rlvr against TRL's GRPOTrainer, side by side")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
