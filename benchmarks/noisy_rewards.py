@@ -13,8 +13,9 @@ is only a scale; a fixed baseline is where both act (docs/rewards.md, "When a co
         [--output runs/noisy_rewards] [--set KEY=VALUE ...]
 
 Each run writes OUTPUT/seedS/VARIANT/result.json and is skipped when that exists, so seeds can run in parallel
-invocations on one OUTPUT; the table covers every finished run there. A seed whose OUTPUT/seedS/sft holds a model
-starts from it (e.g. the quickstart's own SFT model of that seed) instead of training one.
+invocations on one OUTPUT (a variant another invocation is training is left to it); the table covers every
+finished run there. A seed whose OUTPUT/seedS/sft holds a model starts from it (e.g. the quickstart's own SFT
+model of that seed) instead of training one.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from rich.table import Table
 
 from rlvr.config import load_config
 from rlvr.quickstart import RECIPE, evaluate_checkpoint
+from rlvr.training.setup import output_dir_holder
 from rlvr.training.sft import accuracy_stop, run_sft
 from rlvr.training.trainer import Trainer
 
@@ -80,6 +82,9 @@ def main() -> None:
         for variant in VARIANTS:
             run_dir = out / f"seed{seed}" / variant
             if (run_dir / "result.json").exists():  # done by an earlier (or a parallel) invocation
+                continue
+            if holder := output_dir_holder(run_dir):  # a parallel invocation is training it: never delete it
+                print(f"{run_dir}: in progress elsewhere ({holder}), skipped")
                 continue
             shutil.rmtree(run_dir, ignore_errors=True)
             cfg = load_config(RECIPE, [*base, f"model.name={sft_dir}", f"tracking.output_dir={run_dir}",

@@ -4,6 +4,7 @@ last K (never a protected one), interrupted saves leave the previous checkpoint 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -15,6 +16,7 @@ from rlvr.config import TinyModelConfig, build_config
 from rlvr.errors import RlvrError
 from rlvr.models.loading import build_tiny_model, train_tokenizer
 from rlvr.training.checkpoint import checkpoint_damage, list_checkpoints, load_state, resolve_resume, save_checkpoint
+from rlvr.training.setup import output_dir_holder
 from rlvr.training.trainer import Trainer
 
 
@@ -115,12 +117,14 @@ def test_a_second_run_on_a_directory_in_use_is_refused_until_the_first_one_exits
                               stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
+        assert output_dir_holder(out) == f"pid {holder.pid} on {os.uname().nodename}"
         with pytest.raises(RlvrError, match=rf"in use by another run \(pid {holder.pid} on .*tracking.output_dir"):
             Trainer(cfg)
         assert not (out / "config.yaml").exists()  # refused before writing anything
     finally:
         holder.kill()
         holder.wait()
+    assert output_dir_holder(out) is None
     Trainer(cfg).fit()  # the dead holder's lock went with it
     Trainer(build_config(fast_config(steps=2)), resume="auto").fit()  # and a finished run in this process let go
     assert [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()] == [1, 2]

@@ -107,6 +107,20 @@ def hold_output_dir(out: Path) -> None:
     _held[key] = handle
 
 
+def output_dir_holder(out: Path) -> str | None:
+    """Who holds `out` (its lock file's "pid P on HOST"), or None when no live process does: for tools that would
+    delete or reuse a run's directory and must leave one in use alone."""
+    lock = out / LOCK_FILE
+    if out.resolve() in _held or not lock.exists():
+        return None
+    with open(lock) as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            return handle.read().strip() or "another process"
+    return None
+
+
 def release_output_dir(out: Path) -> None:
     """Let other runs write `out` again (the end of `Trainer.fit`)."""
     handle = _held.pop(out.resolve(), None)
