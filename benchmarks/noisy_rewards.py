@@ -10,7 +10,7 @@ estimator is `reinforce` with the constant baseline `algorithm.reward_baseline` 
 is only a scale; a fixed baseline is where both act (docs/rewards.md, "When a correction changes training").
 
     .venv/bin/python benchmarks/noisy_rewards.py [--seeds 0 1 2] [--steps 500] [--rate 0.2]
-        [--output runs/noisy_rewards] [--set KEY=VALUE ...]
+        [--output runs/noisy_rewards] [--set KEY=VALUE ...] [--plot PNG]
 
 Each run writes OUTPUT/seedS/VARIANT/result.json and is skipped when that exists, so seeds can run in parallel
 invocations on one OUTPUT (a variant another invocation is training is left to it); the table covers every
@@ -68,6 +68,7 @@ def main() -> None:
     ap.add_argument("--output", default="runs/noisy_rewards")
     ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                     help="more config overrides for every run (e.g. algorithm.reward_baseline=0.5)")
+    ap.add_argument("--plot", default=None, help="PNG of held-out accuracy per variant and seed")
     args = ap.parse_args()
     out = Path(args.output)
     common = [f"steps={args.steps}", "algorithm.advantage=reinforce", f"eval.every_steps={args.steps}",
@@ -105,6 +106,8 @@ def main() -> None:
             path.write_text(json.dumps(row, indent=2))
         rows.append(row)
     print_table(rows, args)
+    if args.plot:
+        plot_variants(rows, args, Path(args.plot))
 
 
 def print_table(rows: list[dict], args: argparse.Namespace) -> None:
@@ -130,6 +133,37 @@ def print_table(rows: list[dict], args: argparse.Namespace) -> None:
     Console().print(table)
     seconds = [r["seconds"] for r in rows]
     print(f"{len(rows)} RL runs, {min(seconds):.0f}-{max(seconds):.0f} s each; results {args.output}/seed*/*/result.json")
+
+
+def plot_variants(rows: list[dict], args: argparse.Namespace, path: Path) -> None:
+    """Held-out accuracy after RL of each variant: one bar per seed, the mean over seeds as a line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    acc = {(r["seed"], r["variant"]): 100 * r["accuracy_after"] for r in rows}
+    seeds = sorted({r["seed"] for r in rows if all((r["seed"], v) in acc for v in VARIANTS)})
+    width = 0.8 / len(seeds)
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    for k, seed in enumerate(seeds):
+        ax.bar([i - 0.4 + (k + 0.5) * width for i in range(len(VARIANTS))], [acc[seed, v] for v in VARIANTS],
+               width, alpha=0.75, label=f"seed {seed}")
+    for i, v in enumerate(VARIANTS):
+        ax.hlines(statistics.mean(acc[s, v] for s in seeds), i - 0.42, i + 0.42, color="black", linewidth=2)
+    ax.set_xticks(range(len(VARIANTS)), ["clean", "noisy,\nuncorrected", "backward", "forward"])
+    ax.set_ylabel("held-out greedy accuracy after RL (%)")
+    low = min(acc.values())
+    ax.set_ylim(max(0, low - 15), 100)
+    extra = ", ".join(args.overrides)
+    ax.set_title(f"Quickstart, reinforce{', ' + extra if extra else ''}, {args.steps} steps, "
+                 f"{args.rate:.0%} of verdicts flipped each way\n(bars: seeds, black: their mean)", fontsize=9)
+    ax.legend(fontsize=8, loc="upper right")
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":
