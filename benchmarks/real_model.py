@@ -161,16 +161,7 @@ def plot_recipe(results: list[dict], path: Path) -> None:
                 label=f"seed {r['seed']}: training verifier")
         ax.plot(steps, [100 * p["exact"] for p in r["curve"]], color=color, marker="x", linestyle="--",
                 label=f"seed {r['seed']}: exact check")
-    ax.set_xlabel("GRPO step")
-    ax.set_ylabel("held-out greedy accuracy (%), 100 problems")
-    ax.set_ylim(0, 100)
-    ax.set_title("SmolLM2-135M-Instruct, recipes/smollm2_addition.yaml (CPU)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    print(f"wrote {path}")
+    save_curves(fig, ax, "held-out greedy accuracy (%), 100 problems", 7, path)
 
 
 def plot_comparison(runs: dict[str, list[dict]], path: Path) -> None:
@@ -189,12 +180,17 @@ def plot_comparison(runs: dict[str, list[dict]], path: Path) -> None:
         means = [statistics.mean(100 * p["exact"] for r in results for p in r["curve"] if p["step"] == s)
                  for s in steps]
         ax.plot(steps, means, color=color, marker="o", linewidth=2.2, label=f"{label} (mean of {len(results)} seeds)")
+    save_curves(fig, ax, "held-out greedy accuracy (%), exact check", 8, path)
+
+
+def save_curves(fig, ax, ylabel: str, legend_size: int, path: Path) -> None:
+    """The recipe's accuracy-over-steps axes, labelled, and the figure written to `path`."""
     ax.set_xlabel("GRPO step")
-    ax.set_ylabel("held-out greedy accuracy (%), exact check")
+    ax.set_ylabel(ylabel)
     ax.set_ylim(0, 100)
     ax.set_title("SmolLM2-135M-Instruct, recipes/smollm2_addition.yaml (CPU)")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left")
+    ax.legend(fontsize=legend_size, loc="upper left")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
