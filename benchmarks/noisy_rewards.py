@@ -110,10 +110,15 @@ def main() -> None:
         plot_variants(rows, args, Path(args.plot))
 
 
+def finished(rows: list[dict]) -> tuple[dict[tuple[int, str], float], list[int]]:
+    """Held-out accuracy after RL by (seed, variant), and the seeds whose every variant has finished."""
+    acc = {(r["seed"], r["variant"]): r["accuracy_after"] for r in rows}
+    return acc, sorted({r["seed"] for r in rows if all((r["seed"], v) in acc for v in VARIANTS)})
+
+
 def print_table(rows: list[dict], args: argparse.Namespace) -> None:
     """Held-out accuracy after RL per seed and variant, each noisy run's |distance| from the clean run, means."""
-    acc = {(r["seed"], r["variant"]): r["accuracy_after"] for r in rows}
-    seeds = sorted({r["seed"] for r in rows if all((r["seed"], v) in acc for v in VARIANTS)})
+    acc, seeds = finished(rows)
     table = Table(title=f"Quickstart, reinforce, {args.steps} steps, {args.rate:.0%} of verdicts flipped each way: "
                         "held-out greedy accuracy after RL (|distance from clean|)")
     for col in ("seed", "after SFT", *VARIANTS):
@@ -142,8 +147,8 @@ def plot_variants(rows: list[dict], args: argparse.Namespace, path: Path) -> Non
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    acc = {(r["seed"], r["variant"]): 100 * r["accuracy_after"] for r in rows}
-    seeds = sorted({r["seed"] for r in rows if all((r["seed"], v) in acc for v in VARIANTS)})
+    fractions, seeds = finished(rows)
+    acc = {key: 100 * value for key, value in fractions.items()}
     width = 0.8 / len(seeds)
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
     for k, seed in enumerate(seeds):

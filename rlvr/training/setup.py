@@ -94,8 +94,7 @@ def hold_output_dir(out: Path) -> None:
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
-        handle.seek(0)
-        holder = handle.read().strip() or "another process"
+        holder = named_holder(handle)
         handle.close()
         raise RlvrError(f"{out} is in use by another run ({holder}) that is still writing to it. Wait for it to "
                         "finish or stop it (it checkpoints on SIGINT or SIGTERM) before resuming, or choose another "
@@ -108,17 +107,23 @@ def hold_output_dir(out: Path) -> None:
 
 
 def output_dir_holder(out: Path) -> str | None:
-    """Who holds `out` (its lock file's "pid P on HOST"), or None when no live process does: for tools that would
-    delete or reuse a run's directory and must leave one in use alone."""
+    """Who holds `out` (its lock file's "pid P on HOST"; this process too), or None when no live process does: for
+    tools that would delete or reuse a run's directory and must leave one in use alone."""
     lock = out / LOCK_FILE
-    if out.resolve() in _held or not lock.exists():
+    if not lock.exists():
         return None
     with open(lock) as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except OSError:
-            return handle.read().strip() or "another process"
+            return named_holder(handle)
     return None
+
+
+def named_holder(handle) -> str:
+    """The holder a lock file names (written by `hold_output_dir`)."""
+    handle.seek(0)
+    return handle.read().strip() or "another process"
 
 
 def release_output_dir(out: Path) -> None:
