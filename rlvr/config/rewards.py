@@ -51,8 +51,21 @@ class JudgeSettings(Section):
 
     model: str = Field(..., description="The judge: an HF directory, hub name, .gguf file or packaged model "
                        "(smollm2-135m-instruct), loaded once per reward worker.")
-    template: str | None = Field(None, description="The judge's user message, with {question}, {reference} and "
-                                 "{response}; default: rlvr.rewards.judge.TEMPLATE (reference-guided, asks Yes/No).")
+    reads: Literal["reply", "answer"] = Field("reply", description="What the judge reads of a reply: the whole "
+                                              "reply, or only its final answer (as require_answer's extraction reads "
+                                              "it, on one line) set against the reference by a few-shot "
+                                              "answer-matching prompt: a small judge compares two answers far better "
+                                              "than it grades a solution.")
+    template: str | None = Field(None, description="The judge's prompt, with {question}, {reference} and "
+                                 "{response} (the reply, or its final answer with reads=answer); default: "
+                                 "rlvr.rewards.judge.TEMPLATE (reference-guided, asks Yes/No), with reads=answer "
+                                 "rlvr.rewards.judge.ANSWER_TEMPLATE (few-shot, ends at 'Same:').")
+    prompt: Literal["auto", "chat", "plain"] = Field("auto", description="chat: the template is a user turn of the "
+                                                     "judge's chat template and the verdict is the first token of "
+                                                     "its turn; plain: the template is the whole text and the verdict "
+                                                     "its next token (after '\\nVerdict:' unless the template ends "
+                                                     "with ':'); auto: chat for reads=reply when the tokenizer has a "
+                                                     "chat template, plain otherwise.")
     yes: list[str] = Field(default_factory=lambda: ["Yes", "yes", " Yes", " yes", "YES"], min_length=1,
                            description="Words whose first token counts as a yes verdict.")
     no: list[str] = Field(default_factory=lambda: ["No", "no", " No", " no", "NO"], min_length=1,
@@ -73,6 +86,8 @@ class JudgeSettings(Section):
     system_prompt: str | None = Field(None, description="A system message for the judge's chat template.")
     max_reply_chars: int = Field(4000, ge=1, description="Longer replies are cut to their last this many "
                                  "characters (where the final answer is).")
+    max_answer_chars: int = Field(200, ge=1, description="reads=answer: longer final answers are cut to their "
+                                  "first this many characters.")
     batch_size: int = Field(16, ge=1, description="Judge prompts per forward pass.")
     cache_size: int = Field(4096, ge=0, description="(question, reference, reply) verdicts kept per worker.")
     dtype: Literal["float32", "bfloat16", "float16", "auto"] = Field("float32", description="The judge's dtype.")

@@ -9,7 +9,11 @@ Defences, on by default, each switchable so its effect can be measured (`rlvr ve
   rlvr.verifiers.guards) scores 0 without asking the judge;
 - `sealed_reply`: the reply cannot write the verdict position: the verdict is the first token of the judge's own
   turn after the chat template's assistant prefix, and the reply's special-token strings are broken up so it
-  cannot close the user turn and open a turn of its own;
+  cannot close the user turn and open a turn of its own (in a plain prompt the final answer it shows is put on one
+  line, so it cannot write a verdict line);
+- `reads: answer` (off by default): the judge reads only the final answer and compares it with the reference
+  in a few-shot list of answer pairs, the way compact verifiers judge (Chen et al. 2025, "xVerify"): a 135M judge
+  cannot grade a solution but can tell two answers apart;
 - `threshold`: the reply passes only when P(yes) / (P(yes) + P(no)) reaches a confidence threshold.
 
 Verdicts of identical (question, reference, reply) triples are cached per process; a call scores one prompt
@@ -37,6 +41,16 @@ TEMPLATE = (
     "[RESPONSE START]\n{response}\n[RESPONSE END]\n"
     "Does the response give a final answer equal to the reference answer? Reply Yes or No."
 )
+# reads=answer: a small judge continues a few-shot list of answer pairs; SmolLM2-135M-Instruct tells a right sum
+# from a wrong one this way (AUC 0.87) where the reference-guided chat prompt over the whole reply cannot (0.52)
+ANSWER_TEMPLATE = (
+    "Decide whether two answers are the same.\n\n"
+    "Reference: 12\nAnswer: 12\nSame: Yes\n\n"
+    "Reference: 47\nAnswer: 74\nSame: No\n\n"
+    "Reference: 1/2\nAnswer: 0.5\nSame: Yes\n\n"
+    "Reference: 30\nAnswer: 31\nSame: No\n\n"
+    "Reference: {reference}\nAnswer: {response}\nSame:"
+)
 # an "answer" that speaks of the grading instead of stating one ("the same as the reference answer")
 GRADER_TALK = re.compile(r"\b(?:reference|verdict|grader|grading|judge|the response)\b", re.IGNORECASE)
 PLAIN_VERDICT_PREFIX = "\nVerdict:"  # after the judge prompt when its tokenizer has no chat template
@@ -60,14 +74,21 @@ def first_token_ids(tokenizer, words: list[str]) -> list[int]:
     return list(dict.fromkeys(i[0] for i in ids if i))
 
 
+def final_answer(settings: JudgeSettings, question: str, reference: str, reply: str) -> str | None:
+    """The reply's final answer as the extraction reads it: with `require_answer`, after the sentences the reply
+    copies from the question are blanked; None when there is none."""
+    text = guards.without_prompt_copies(reply, question, reference) if settings.require_answer else reply
+    answer = extract_answer(text, settings.extract)
+    return answer if answer is not None and answer.strip() else None
+
+
 def refusal(settings: JudgeSettings, question: str, reference: str, reply: str) -> str | None:
     """Why `require_answer` refuses the reply before any judge is asked (no final answer, an answer restating the
     question or speaking of the grading), or None; needs no model."""
     if not settings.require_answer:
         return None
-    text = guards.without_prompt_copies(reply, question, reference)
-    answer = extract_answer(text, settings.extract)
-    if answer is None or not answer.strip():
+    answer = final_answer(settings, question, reference, reply)
+    if answer is None:
         return "no final answer"
     if guards.restates_prompt(answer, question, reference):
         return "the answer restates the question"
@@ -83,7 +104,12 @@ class Judge:
         if model is None:
             model, tokenizer = load_causal_lm(settings.model, settings.dtype, settings.device)
         self.settings, self.model, self.tokenizer = settings, model, tokenizer
-        self.template = settings.template or TEMPLATE
+        self.template = settings.template or (ANSWER_TEMPLATE if settings.reads == "answer" else TEMPLATE)
+        has_chat = bool(getattr(tokenizer, "chat_template", None))
+        if settings.prompt == "chat" and not has_chat:
+            raise ValueError(f"judge: prompt=chat, but the judge {settings.model!r} has no chat template; use "
+                             "prompt=plain or auto")
+        self.chat = settings.prompt == "chat" or (settings.prompt == "auto" and settings.reads == "reply" and has_chat)
         yes, no = first_token_ids(tokenizer, settings.yes), first_token_ids(tokenizer, settings.no)
         # a first token both lists share (a bare space, 'Y' of 'YES' and 'NO' split alike ...) tells nothing
         self.yes_ids, self.no_ids = [i for i in yes if i not in no], [i for i in no if i not in yes]
@@ -106,20 +132,34 @@ class Judge:
         """Why a defence refuses the reply before the judge is asked, or None."""
         return refusal(self.settings, question, reference, reply)
 
+    def shown(self, question: str, reference: str, reply: str) -> str:
+        """What the judge reads of the reply: its last `max_reply_chars`, or with reads=answer its final answer (the
+        reply itself when none is read and require_answer is off), cut to `max_answer_chars`. Sealed, a final answer
+        is also put on one line, so it cannot write a verdict line of its own."""
+        if self.settings.reads == "reply":
+            text = reply[-self.settings.max_reply_chars:]
+            return self.sealed(text) if self.settings.sealed_reply else text
+        answer = final_answer(self.settings, question, reference, reply)
+        text = (reply if answer is None else answer)[: self.settings.max_answer_chars]
+        return " ".join(self.sealed(text).split()) if self.settings.sealed_reply else text
+
     def prompt_ids(self, question: str, reference: str, reply: str) -> list[int]:
-        """The judge's input: the template in a user turn, ending where the judge's verdict starts."""
-        reply = reply[-self.settings.max_reply_chars:]
-        if self.settings.sealed_reply:
-            reply = self.sealed(reply)
-        user = self.template.format(question=question, reference=reference, response=reply)
-        if getattr(self.tokenizer, "chat_template", None):
-            messages = [{"role": "user", "content": user}]
+        """The judge's input, ending where its verdict starts: the template in a user turn of its chat template, or
+        as plain text."""
+        return self.ids_for(question, reference, self.shown(question, reference, reply))
+
+    def ids_for(self, question: str, reference: str, shown: str) -> list[int]:
+        """The judge's input for what it reads of a reply (`shown`)."""
+        text = self.template.format(question=question, reference=reference, response=shown)
+        if self.chat:
+            messages = [{"role": "user", "content": text}]
             if self.settings.system_prompt:
                 messages.insert(0, {"role": "system", "content": self.settings.system_prompt})
             ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
             return list(ids["input_ids"] if hasattr(ids, "keys") else ids)
         prefix = f"{self.settings.system_prompt}\n" if self.settings.system_prompt else ""
-        return self.tokenizer.encode(prefix + user + PLAIN_VERDICT_PREFIX, add_special_tokens=False)
+        cue = "" if text.rstrip().endswith(":") else PLAIN_VERDICT_PREFIX
+        return self.tokenizer.encode(prefix + text + cue, add_special_tokens=False)
 
     def yes_probabilities(self, prompts: list[list[int]]) -> list[float]:
         """P(yes) / (P(yes) + P(no)) at the next token of each prompt, `batch_size` prompts per forward pass (left
@@ -152,7 +192,7 @@ class Judge:
             if (why := self.refusal(q, ref, reply)) is not None:
                 results[i] = {"score": 0.0, "p_yes": 0.0, "passed": 0.0, "refused": 1.0, "why": why}
                 continue
-            key = (q, ref, reply)
+            key = (q, ref, self.shown(q, ref, reply))  # replies with one final answer share a verdict (reads=answer)
             if key in self.cache:
                 self.cache.move_to_end(key)
                 self.hits += 1
@@ -160,9 +200,9 @@ class Judge:
             else:
                 asked.setdefault(key, []).append(i)
         keys = list(asked)
-        for key, p in zip(keys, self.yes_probabilities([self.prompt_ids(*k) for k in keys])):
+        for key, p in zip(keys, self.yes_probabilities([self.ids_for(*k) for k in keys])):
             if not math.isfinite(p):
-                raise ValueError(f"judge: a non-finite verdict probability ({p}) for reply {key[2][:80]!r}")
+                raise ValueError(f"judge: a non-finite verdict probability ({p}) for {key[2][:80]!r}")
             self._remember(key, p)
             for i in asked[key]:
                 results[i] = self._result(p)
