@@ -76,7 +76,8 @@ class JudgeSettings(Section):
                                                       "or the probability itself (0 when a defence refused).")
     require_answer: bool = Field(True, description="Defence: a reply with no extractable final answer (after "
                                  "removing sentences copied from the question, an answer that restates the "
-                                 "question, or one that speaks of the grading: 'the same as the reference') scores "
+                                 "question, one that speaks of the grading: 'the same as the reference', or one "
+                                 "without a number where the reference is a number) scores "
                                  "0 without asking the judge.")
     sealed_reply: bool = Field(True, description="Defence: the reply cannot write the verdict position: its "
                                "special-token strings are broken up and it is fenced inside the user turn, so it "

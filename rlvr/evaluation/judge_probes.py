@@ -76,17 +76,23 @@ def run_judge_probes(probes: list[JudgeProbe], settings: JudgeSettings, judge: J
 
 def summary(probes: list[JudgeProbe], results: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     """Per setting ('off', 'on') and class: probes, paid, the false-positive rate (the acceptance for the control),
-    replies refused by a defence before the judge was asked, and the judge's mean P(yes) where it was asked."""
+    replies refused by a defence before the judge was asked, the judge's mean P(yes) where it was asked, and how
+    many of the class's replies the judge gave at least the P(yes) of the correct reply to the same question (what
+    matters when the reward is the probability, output=probability, normalised within a prompt's group)."""
     table: dict[str, dict[str, dict[str, Any]]] = {}
     for setting, outcomes in results.items():
+        correct = {p.question: out["p_yes"] for p, out in zip(probes, outcomes) if p.name == "correct"}
         for probe, out in zip(probes, outcomes):
             cell = table.setdefault(setting, {}).setdefault(
-                probe.name, {"kind": probe.kind, "probes": 0, "paid": 0, "refused": 0, "asked_p_yes": []})
+                probe.name, {"kind": probe.kind, "probes": 0, "paid": 0, "refused": 0, "outranks_correct": 0,
+                             "asked_p_yes": []})
             cell["probes"] += 1
             cell["paid"] += int(out["passed"])
             cell["refused"] += int(out["refused"])
             if not out["refused"]:
                 cell["asked_p_yes"].append(out["p_yes"])
+                # what a group-relative probability reward pays more: P(yes) at least the correct reply's
+                cell["outranks_correct"] += int(probe.question in correct and out["p_yes"] >= correct[probe.question])
         for cell in table[setting].values():
             asked = cell.pop("asked_p_yes")
             cell["mean_p_yes_asked"] = sum(asked) / len(asked) if asked else None
@@ -113,7 +119,7 @@ def render(result: dict[str, Any], console) -> None:
             c = result["settings"][s][name]
             rate = c["acceptance" if c["kind"] == "control" else "false_positive_rate"]
             p = "-" if c["mean_p_yes_asked"] is None else f"{c['mean_p_yes_asked']:.2f}"
-            cells.append(f"{rate:.0%} ({c['paid']}/{c['probes']}), P(yes) {p}")
+            cells.append(f"{rate:.0%} ({c['paid']}/{c['probes']}), P(yes) {p}, >= correct {c['outranks_correct']}")
         label = {"master_key": "FP", "baseline": "FP, not a master key", "control": "accepted"}[
             result["settings"][settings[0]][name]["kind"]]
         table.add_row(f"{name} ({label})", *cells)

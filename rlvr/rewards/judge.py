@@ -5,8 +5,9 @@ LLM judges pay "master key" replies that answer nothing (a lone colon, "Solution
 this problem step by step."), and RL learns to write them (Zhao et al. 2025, "One Token to Fool LLM-as-a-Judge").
 Defences, on by default, each switchable so its effect can be measured (`rlvr verify judge-probe`):
 - `require_answer`: a reply from which the verifiers' extraction reads no final answer (after the sentences it
-  copies from the question are blanked, and an answer that only restates the question's expression is dropped:
-  rlvr.verifiers.guards) scores 0 without asking the judge;
+  copies from the question are blanked, and an answer that only restates the question's expression, speaks of the
+  grading, or has no number where the reference is one is dropped: rlvr.verifiers.guards) scores 0 without asking
+  the judge;
 - `sealed_reply`: the reply cannot write the verdict position: the verdict is the first token of the judge's own
   turn after the chat template's assistant prefix, and the reply's special-token strings are broken up so it
   cannot close the user turn and open a turn of its own (in a plain prompt the final answer it shows is put on one
@@ -41,14 +42,17 @@ TEMPLATE = (
     "[RESPONSE START]\n{response}\n[RESPONSE END]\n"
     "Does the response give a final answer equal to the reference answer? Reply Yes or No."
 )
-# reads=answer: a small judge continues a few-shot list of answer pairs; SmolLM2-135M-Instruct tells a right sum
-# from a wrong one this way (AUC 0.87) where the reference-guided chat prompt over the whole reply cannot (0.52)
+# reads=answer: a small judge continues a few-shot list of answer pairs. On SmolLM2-135M-Instruct this ranks a right
+# sum above a wrong one (AUC 0.9) where the reference-guided chat prompt over the whole reply cannot (0.52); a shot
+# with a decimal keeps it from paying decimals (docs/rewards.md)
 ANSWER_TEMPLATE = (
     "Decide whether two answers are the same.\n\n"
     "Reference: 12\nAnswer: 12\nSame: Yes\n\n"
     "Reference: 47\nAnswer: 74\nSame: No\n\n"
-    "Reference: 1/2\nAnswer: 0.5\nSame: Yes\n\n"
+    "Reference: 85\nAnswer: 85\nSame: Yes\n\n"
     "Reference: 30\nAnswer: 31\nSame: No\n\n"
+    "Reference: 126\nAnswer: 126\nSame: Yes\n\n"
+    "Reference: 94\nAnswer: 9.4\nSame: No\n\n"
     "Reference: {reference}\nAnswer: {response}\nSame:"
 )
 # an "answer" that speaks of the grading instead of stating one ("the same as the reference answer")
@@ -94,6 +98,8 @@ def refusal(settings: JudgeSettings, question: str, reference: str, reply: str) 
         return "the answer restates the question"
     if GRADER_TALK.search(answer) and not GRADER_TALK.search(reference):
         return "the answer speaks of the grading"
+    if guards.written_as_number(reference) and not re.search(r"\d", answer):
+        return "the answer has no number, the reference is one"
     return None
 
 
