@@ -45,10 +45,30 @@ ROOT = Path(__file__).resolve().parent.parent
 RECIPE = ROOT / "recipes" / "smollm2_addition.yaml"
 
 
+WORD_VALUES = {w: i for i, w in enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen "
+    "eighteen nineteen".split())} | {w: 10 * i for i, w in enumerate(
+        "twenty thirty forty fifty sixty seventy eighty ninety".split(), start=2)}
+
+
+def words_number(text: str) -> str | None:
+    """A reference key written in words, as digits ('one hundred forty-three' -> '143'); None if it is not one."""
+    total = 0
+    for word in text.lower().replace("-", " ").split():
+        if word == "hundred" and 0 < total < 10:
+            total *= 100
+        elif word in WORD_VALUES:
+            total += WORD_VALUES[word]
+        else:
+            return None
+    return str(total)
+
+
 def exact_correct(completion: str, reference: str) -> bool:
     """The exact check: the completion's last non-empty box if it holds an integer, else its last integer, is the
-    reference (no expression evaluated, nothing of rlvr's verifiers used)."""
-    return plain_answer(completion) == str(reference).strip()
+    reference (a key in words read as its number; no expression evaluated, nothing of rlvr's verifiers used)."""
+    reference = str(reference).strip()
+    return plain_answer(completion) == (reference if reference.isdigit() else words_number(reference))
 
 
 def load_average() -> str:
