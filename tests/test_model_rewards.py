@@ -354,3 +354,26 @@ def test_held_out_evaluation_scores_clean_verdicts_under_injected_noise():
     assert held_out.total.tolist() == [1.0, 0.0]
     assert "verifier/clean_correct" not in held_out.extras
     assert training.correct.tolist() == [False, True]
+
+
+def test_the_words_key_reads_back_as_the_sum_only_outside_the_rule_checkers(monkeypatch):
+    """recipes/data/chat_addition_words.jsonl (the judge's free-form key): the recipe's questions, each key the sum
+    in words; benchmarks/real_model.py's exact check reads it back, math-verify cannot match a reply in digits."""
+    import importlib.util
+
+    from rlvr.verifiers.math import math_score
+    from tests.conftest import ROOT
+
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    spec = importlib.util.spec_from_file_location("real_model_benchmark", ROOT / "benchmarks" / "real_model.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    data = ROOT / "recipes" / "data"
+    digits = [json.loads(line) for line in (data / "chat_addition.jsonl").read_text().splitlines()]
+    words = [json.loads(line) for line in (data / "chat_addition_words.jsonl").read_text().splitlines()]
+    assert [r["prompt"] for r in words] == [r["prompt"] for r in digits]
+    assert [bench.words_number(r["answer"]) for r in words] == [r["answer"] for r in digits]
+    assert bench.exact_correct("59 + 84 = \\boxed{143}", "one hundred forty-three")
+    assert not bench.exact_correct("59 + 84 = \\boxed{142}", "one hundred forty-three")
+    assert bench.words_number("one hundred and forty-three") is None  # not a key this file writes: no guess
+    assert math_score("", "59 + 84 = \\boxed{143}", "one hundred forty-three") == 0.0
