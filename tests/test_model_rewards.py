@@ -358,7 +358,8 @@ def test_held_out_evaluation_scores_clean_verdicts_under_injected_noise():
 
 def test_the_words_key_reads_back_as_the_sum_only_outside_the_rule_checkers(monkeypatch):
     """recipes/data/chat_addition_words.jsonl (the judge's free-form key): the recipe's questions, each key the sum
-    in words; benchmarks/real_model.py's exact check reads it back, math-verify cannot match a reply in digits."""
+    in words; benchmarks/real_model.py's exact check reads it back, the math verifier cannot match a reply in digits
+    to a key with 'hundred'."""
     import importlib.util
 
     from rlvr.verifiers.math import math_score

@@ -1,6 +1,7 @@
 """recipes/data/chat_addition_words.jsonl: the questions of chat_addition.jsonl with the reference answer written in
-words ("one hundred forty-three"), a key that math-verify and the other rule checkers cannot match against a reply
-in digits, so that only a judge can score it (docs/results.md, the judge on a free-form key).
+words ("one hundred forty-three"), a key the rule checkers score only in part against a reply in digits (rlvr's
+math verifier reads some number words below a hundred, none with "hundred"), so that a judge has to score it
+(docs/results.md, the judge on a key in words).
 
     python recipes/data/make_addition_words.py
 """
