@@ -18,7 +18,7 @@ from statistics import mean
 
 from rlvr.config import JudgeSettings
 from rlvr.evaluation.hack_probes import addition_problems
-from rlvr.rewards.judge import Judge
+from rlvr.rewards.judge import Judge, load_causal_lm
 
 SETTINGS = {  # name -> JudgeSettings overrides
     "reads=reply, chat (default)": {},
@@ -44,11 +44,11 @@ def main() -> None:
     problems = addition_problems(args.problems, args.seed)
     replies = [{k: f"{p.a} + {p.b} = \\boxed{{{x}}}" for k, x in answers(int(p.reference), rng).items()}
                for p in problems]
-    loaded = Judge(JudgeSettings(model=args.judge))
+    model, tokenizer = load_causal_lm(args.judge, "float32", "cpu")
     print(f"{args.problems} questions, judge {args.judge}: mean P(yes) per kind; share of questions where a wrong "
           "kind gets at least the right answer's P(yes)")
     for name, overrides in SETTINGS.items():
-        judge = Judge(JudgeSettings(model=args.judge, require_answer=False, **overrides), loaded.model, loaded.tokenizer)
+        judge = Judge(JudgeSettings(model=args.judge, require_answer=False, **overrides), model, tokenizer)
         p_yes = {k: [r["p_yes"] for r in judge.score([p.prompt for p in problems], [r[k] for r in replies],
                                                      [p.reference for p in problems])]
                  for k in replies[0]}

@@ -43,8 +43,8 @@ TEMPLATE = (
     "Does the response give a final answer equal to the reference answer? Reply Yes or No."
 )
 # reads=answer: a small judge continues a few-shot list of answer pairs. On SmolLM2-135M-Instruct this ranks a right
-# sum above a wrong one (AUC 0.9) where the reference-guided chat prompt over the whole reply cannot (0.52); a shot
-# with a decimal keeps it from paying decimals (docs/rewards.md)
+# sum above wrong ones (AUC 0.97) where the reference-guided chat prompt over the whole reply cannot (0.49):
+# benchmarks/judge_ranking.py; a shot with a decimal keeps it from paying decimals (docs/rewards.md)
 ANSWER_TEMPLATE = (
     "Decide whether two answers are the same.\n\n"
     "Reference: 12\nAnswer: 12\nSame: Yes\n\n"
@@ -88,10 +88,14 @@ def final_answer(settings: JudgeSettings, question: str, reference: str, reply: 
 
 def refusal(settings: JudgeSettings, question: str, reference: str, reply: str) -> str | None:
     """Why `require_answer` refuses the reply before any judge is asked (no final answer, an answer restating the
-    question or speaking of the grading), or None; needs no model."""
+    question, speaking of the grading, or without a number for a numeric reference), or None; needs no model."""
     if not settings.require_answer:
         return None
-    answer = final_answer(settings, question, reference, reply)
+    return answer_refusal(question, reference, final_answer(settings, question, reference, reply))
+
+
+def answer_refusal(question: str, reference: str, answer: str | None) -> str | None:
+    """Why `require_answer` refuses a reply whose final answer (`final_answer`) is `answer`, or None."""
     if answer is None:
         return "no final answer"
     if guards.restates_prompt(answer, question, reference):
@@ -142,10 +146,14 @@ class Judge:
         """What the judge reads of the reply: its last `max_reply_chars`, or with reads=answer its final answer (the
         reply itself when none is read and require_answer is off), cut to `max_answer_chars`. Sealed, a final answer
         is also put on one line, so it cannot write a verdict line of its own."""
+        answer = final_answer(self.settings, question, reference, reply) if self.settings.reads == "answer" else None
+        return self._shown(reply, answer)
+
+    def _shown(self, reply: str, answer: str | None) -> str:
+        """`shown` for a reply whose final answer has been read (`answer`; unused with reads=reply)."""
         if self.settings.reads == "reply":
             text = reply[-self.settings.max_reply_chars:]
             return self.sealed(text) if self.settings.sealed_reply else text
-        answer = final_answer(self.settings, question, reference, reply)
         text = (reply if answer is None else answer)[: self.settings.max_answer_chars]
         return " ".join(self.sealed(text).split()) if self.settings.sealed_reply else text
 
@@ -194,11 +202,13 @@ class Judge:
         judge: p_yes 0)."""
         results: list[dict[str, Any] | None] = [None] * len(replies)
         asked: dict[tuple[str, str, str], list[int]] = {}
+        reads_answer = self.settings.require_answer or self.settings.reads == "answer"
         for i, (q, reply, ref) in enumerate(zip(questions, replies, references)):
-            if (why := self.refusal(q, ref, reply)) is not None:
+            answer = final_answer(self.settings, q, ref, reply) if reads_answer else None  # read once, used twice
+            if self.settings.require_answer and (why := answer_refusal(q, ref, answer)) is not None:
                 results[i] = {"score": 0.0, "p_yes": 0.0, "passed": 0.0, "refused": 1.0, "why": why}
                 continue
-            key = (q, ref, self.shown(q, ref, reply))  # replies with one final answer share a verdict (reads=answer)
+            key = (q, ref, self._shown(reply, answer))  # replies with one final answer share a verdict (reads=answer)
             if key in self.cache:
                 self.cache.move_to_end(key)
                 self.hits += 1
