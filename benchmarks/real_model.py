@@ -128,7 +128,7 @@ def recipe(args) -> None:
             print(f"  step {point['step']:>3}: verifier {100 * point['verifier']:5.1f}%  exact "
                   f"{100 * point['exact']:5.1f}%  paid but not exact {point['paid_not_exact']}")
         (out / f"seed{seed}.json").write_text(json.dumps({"commit": commit(), **results[-1]}, indent=2))
-    summary(args)
+    summary(argparse.Namespace(output=[args.output], labels=None, plot=args.plot))
 
 
 def summary(args) -> None:
