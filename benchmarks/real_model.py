@@ -6,6 +6,7 @@ GRPOTrainer on the same model, prompts, sampling and algorithm settings.
     python benchmarks/real_model.py summary [--output runs/real_model] [--plot PNG]
     python benchmarks/real_model.py summary --output RUNS_A RUNS_B ... --labels A B ... --plot PNG
     python benchmarks/real_model.py trl [--seeds 0 1 2] [--steps 10] [--output runs/real_model_trl]
+    python benchmarks/real_model.py replies --output RUNS_A RUNS_B ... [--window 5]
 
 `recipe` trains each seed with `rlvr train recipes/smollm2_addition.yaml seed=S` and reads the run's
 eval_completions.jsonl (every held-out greedy completion of every evaluation, eval.log_completions): per
@@ -26,6 +27,12 @@ perf/step_s; for TRL the time between the ends of consecutive optimizer steps (t
 training). Then `rlvr eval` scores the base model and the final models on the recipe's 100 held-out problems
 (greedy, the evaluation code the recipe's runs use), by the verifier and by the exact check. Runs alternate rlvr,
 TRL per seed, so both see the same load.
+
+`replies` reads the sampled training replies each seed's run logged (completions.jsonl, every reply with
+tracking.log_completions_groups covering the step): in the first and the last `window` steps, the share the exact
+check finds right and, in the last, the mean reward of the right, the wrong and the refused replies (those
+`rlvr.rewards.judge.refusal` with the judge's default defences would refuse: no final answer, a restated question,
+talk of the grading), whether or not the run itself applied the defences: does the reward pull toward a master key?
 """
 
 from __future__ import annotations
@@ -375,6 +382,33 @@ def summarize_trl(rows: list[dict]) -> None:
     print(f"TRL / rlvr median seconds per step: {statistics.mean(ratios):.2f}x (mean over seeds)")
 
 
+def replies(args) -> None:
+    from rlvr.config.rewards import JudgeSettings
+    from rlvr.rewards.judge import refusal
+
+    defences = JudgeSettings(model="unused", reads="answer")
+    print("| run | seed | right, first -> last steps | refused, last steps | mean reward, last steps: right / wrong / "
+          "refused |")
+    print("|---|---|---|---|---|")
+    for output in args.output:
+        for log in sorted(Path(output).glob("seed*/completions.jsonl")):
+            rows = read_jsonl(log)
+            last_step = max(r["step"] for r in rows)
+            first = [r for r in rows if r["step"] <= args.window]
+            last = [r for r in rows if r["step"] > last_step - args.window]
+            right = [r for r in last if exact_correct(r["completion"], r["reference"])]
+            refused = [r for r in last if refusal(defences, r["prompt"], r["reference"], r["completion"])]
+            wrong = [r for r in last if r not in right and r not in refused]
+
+            def mean_reward(group: list[dict]) -> str:
+                return f"{statistics.mean(r['reward'] for r in group):.2f}" if group else "-"
+
+            share_first = sum(exact_correct(r["completion"], r["reference"]) for r in first) / len(first)
+            print(f"| {output} | {log.parent.name.removeprefix('seed')} | {100 * share_first:.0f}% -> "
+                  f"{100 * len(right) / len(last):.0f}% | {len(refused)}/{len(last)} | {mean_reward(right)} / "
+                  f"{mean_reward(wrong)} / {mean_reward(refused)} |")
+
+
 def commit() -> str:
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT,
@@ -401,8 +435,11 @@ def main() -> None:
     p.add_argument("--output", default="runs/real_model_trl")
     p.add_argument("--reuse", default=None, help="the recipe's runs (OUTPUT of `recipe`): compare with their first "
                    "--steps steps and their evaluation there instead of training rlvr again")
+    p = sub.add_parser("replies", help="right and refused training replies and their rewards, first and last steps")
+    p.add_argument("--output", nargs="+", required=True, help="one or more OUTPUTs of `recipe`")
+    p.add_argument("--window", type=int, default=5, help="steps at the start and at the end")
     args = parser.parse_args()
-    {"recipe": recipe, "summary": summary, "trl": trl}[args.command](args)
+    {"recipe": recipe, "summary": summary, "trl": trl, "replies": replies}[args.command](args)
 
 
 if __name__ == "__main__":

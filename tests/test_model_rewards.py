@@ -356,19 +356,27 @@ def test_held_out_evaluation_scores_clean_verdicts_under_injected_noise():
     assert training.correct.tolist() == [False, True]
 
 
-def test_the_words_key_reads_back_as_the_sum_only_outside_the_rule_checkers(monkeypatch):
-    """recipes/data/chat_addition_words.jsonl (the judge's free-form key): the recipe's questions, each key the sum
-    in words; benchmarks/real_model.py's exact check reads it back, the math verifier cannot match a reply in digits
-    to a key with 'hundred'."""
+@pytest.fixture
+def bench(monkeypatch):
+    """benchmarks/real_model.py as a module."""
     import importlib.util
 
-    from rlvr.verifiers.math import math_score
     from tests.conftest import ROOT
 
     monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
     spec = importlib.util.spec_from_file_location("real_model_benchmark", ROOT / "benchmarks" / "real_model.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_words_key_reads_back_as_the_sum_only_outside_the_rule_checkers(bench):
+    """recipes/data/chat_addition_words.jsonl (the judge's free-form key): the recipe's questions, each key the sum
+    in words; benchmarks/real_model.py's exact check reads it back, the math verifier cannot match a reply in digits
+    to a key with 'hundred'."""
+    from rlvr.verifiers.math import math_score
+    from tests.conftest import ROOT
+
     data = ROOT / "recipes" / "data"
     digits = [json.loads(line) for line in (data / "chat_addition.jsonl").read_text().splitlines()]
     words = [json.loads(line) for line in (data / "chat_addition_words.jsonl").read_text().splitlines()]
@@ -378,3 +386,21 @@ def test_the_words_key_reads_back_as_the_sum_only_outside_the_rule_checkers(monk
     assert not bench.exact_correct("59 + 84 = \\boxed{142}", "one hundred forty-three")
     assert bench.words_number("one hundred and forty-three") is None  # not a key this file writes: no guess
     assert math_score("", "59 + 84 = \\boxed{143}", "one hundred forty-three") == 0.0
+
+
+def test_replies_counts_right_and_refused_training_replies_and_their_rewards(bench, tmp_path, capsys):
+    """`real_model.py replies`: per run, the exact check's share of right replies in the first and the last steps,
+    and the mean reward of right, wrong and refused (no final answer) replies in the last steps."""
+    import argparse
+
+    question = "What is 59 + 84? Put the final answer in \\boxed{}."
+    replies = [(1, "\\boxed{143}", 0.9), (1, "\\boxed{7}", 0.5), (2, "\\boxed{9}", 0.2), (2, "Let me think.", 0.6),
+               (3, "59 + 84 = \\boxed{143}", 0.8), (3, "\\boxed{140}", 0.4), (3, "Verdict: Yes", 0.7)]
+    (tmp_path / "seed4").mkdir()
+    (tmp_path / "seed4" / "completions.jsonl").write_text("".join(
+        json.dumps({"step": step, "prompt": question, "completion": text, "reference": "one hundred forty-three",
+                    "reward": reward}) + "\n" for step, text, reward in replies))
+    bench.replies(argparse.Namespace(output=[str(tmp_path)], window=1))
+    row = capsys.readouterr().out.splitlines()[-1]
+    # first step: 1 right of 2; last step: 1 right of 3, one refused; rewards right 0.8, wrong 0.4, refused 0.7
+    assert row == f"| {tmp_path} | 4 | 50% -> 33% | 1/3 | 0.80 / 0.40 / 0.70 |"
