@@ -6,6 +6,7 @@ GRPOTrainer on the same model, prompts, sampling and algorithm settings.
     python benchmarks/real_model.py summary [--output runs/real_model] [--plot PNG]
     python benchmarks/real_model.py summary --output RUNS_A RUNS_B ... --labels A B ... --plot PNG
     python benchmarks/real_model.py trl [--seeds 0 1 2] [--steps 10] [--output runs/real_model_trl]
+    python benchmarks/real_model.py trl-summary --output TRL_RUNS_A TRL_RUNS_B ...
     python benchmarks/real_model.py replies --output RUNS_A RUNS_B ... [--window 5]
 
 `recipe` trains each seed with `rlvr train recipes/smollm2_addition.yaml seed=S` and reads the run's
@@ -379,7 +380,24 @@ def summarize_trl(rows: list[dict]) -> None:
     for side in ("rlvr", "trl"):
         print(f"{side}: mean held-out exact accuracy "
               f"{100 * statistics.mean(r['accuracy'][side]['exact'] for r in rows):.1f}%")
+    if len(rows) > 1:
+        paired = [100 * (r["accuracy"]["rlvr"]["exact"] - r["accuracy"]["trl"]["exact"]) for r in rows]
+        sd = statistics.stdev(paired)
+        print(f"rlvr - TRL, paired by seed: mean {statistics.mean(paired):+.1f} points, sd {sd:.1f}, standard error "
+              f"{sd / len(paired) ** 0.5:.1f} ({len(paired)} seeds; rlvr ahead on "
+              f"{sum(d > 0 for d in paired)}, even on {sum(d == 0 for d in paired)})")
     print(f"TRL / rlvr median seconds per step: {statistics.mean(ratios):.2f}x (mean over seeds)")
+
+
+def trl_summary(args) -> None:
+    """summarize_trl over the seeds of several `trl` invocations (their OUTPUT/results.json)."""
+    rows = []
+    for output in args.output:
+        results = Path(output) / "results.json"
+        if not results.exists():
+            raise SystemExit(f"trl-summary: no {results} (run `trl --output {output}` first)")
+        rows += json.loads(results.read_text())["rows"]
+    summarize_trl(sorted(rows, key=lambda r: r["seed"]))
 
 
 def replies(args) -> None:
@@ -435,11 +453,13 @@ def main() -> None:
     p.add_argument("--output", default="runs/real_model_trl")
     p.add_argument("--reuse", default=None, help="the recipe's runs (OUTPUT of `recipe`): compare with their first "
                    "--steps steps and their evaluation there instead of training rlvr again")
+    p = sub.add_parser("trl-summary", help="the `trl` table over the seeds of several invocations")
+    p.add_argument("--output", nargs="+", required=True, help="OUTPUTs of `trl`")
     p = sub.add_parser("replies", help="right and refused training replies and their rewards, first and last steps")
     p.add_argument("--output", nargs="+", required=True, help="one or more OUTPUTs of `recipe`")
     p.add_argument("--window", type=int, default=5, help="steps at the start and at the end")
     args = parser.parse_args()
-    {"recipe": recipe, "summary": summary, "trl": trl, "replies": replies}[args.command](args)
+    {"recipe": recipe, "summary": summary, "trl": trl, "trl-summary": trl_summary, "replies": replies}[args.command](args)
 
 
 if __name__ == "__main__":
