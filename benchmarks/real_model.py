@@ -49,6 +49,8 @@ from pathlib import Path
 
 from reward_hacking import plain_answer  # the exact check of issue 24's study, apart from every verifier
 
+from rlvr.tracking.jsonl import read_jsonl
+
 ROOT = Path(__file__).resolve().parent.parent
 RECIPE = ROOT / "recipes" / "smollm2_addition.yaml"
 
@@ -97,10 +99,6 @@ def run(command: list[str], log: Path) -> float:
         raise SystemExit(f"{' '.join(command)} failed ({code}); last lines of {log}:\n" +
                          "\n".join(log.read_text().splitlines()[-20:]))
     return time.perf_counter() - t0
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 # ---------------------------------------------------------------------------------------------------- recipe

@@ -30,6 +30,8 @@ import random
 import re
 from pathlib import Path
 
+from rlvr.tracking.jsonl import read_jsonl
+
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 BOX = re.compile(r"\\boxed\{([^{}]*)\}")
 INTEGER = re.compile(r"-?\d+")
@@ -82,12 +84,10 @@ def per_step(run: Path) -> dict[int, dict[str, float]]:
     """Per step: the training reward (metrics.jsonl), the plain accuracy and the rewarded completions that fail the
     plain check (completions.jsonl, every completion of the step)."""
     steps: dict[int, dict[str, float]] = {}
-    for line in (run / "metrics.jsonl").read_text().splitlines():
-        row = json.loads(line)
+    for row in read_jsonl(run / "metrics.jsonl"):
         steps[row["step"]] = {"reward": row["reward/mean"]}
     rows: dict[int, list[dict]] = {}
-    for line in (run / "completions.jsonl").read_text().splitlines():
-        row = json.loads(line)
+    for row in read_jsonl(run / "completions.jsonl"):
         rows.setdefault(row["step"], []).append(row)
     for step, mine in rows.items():
         plain = [plain_answer(r["completion"]) == str(r["reference"]) for r in mine]

@@ -19,6 +19,7 @@ from typing import Any
 
 from rlvr.config import RunConfig, build_config, callable_name, read_yaml, set_value
 from rlvr.errors import ConfigError, DataError
+from rlvr.tracking.jsonl import read_jsonl
 
 Dataset = Iterable[Mapping[str, Any]]  # a list of dicts, a datasets.Dataset, ...
 
@@ -34,7 +35,7 @@ class TrainResult:
     def history(self) -> list[dict[str, Any]]:
         """Every logged row of metrics.jsonl (one per step, plus step 0's evaluation when there is one)."""
         path = self.run_dir / "metrics.jsonl"
-        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        return read_jsonl(path)
 
 
 def _base(config: RunConfig | str | Path | Mapping | None) -> dict:

@@ -14,6 +14,7 @@ from rich.table import Table
 
 from rlvr.config import RECIPES, RunConfig, load_config
 from rlvr.evaluation.evaluate import eval_settings, evaluate_model
+from rlvr.tracking.jsonl import read_jsonl
 
 RECIPE = RECIPES / "quickstart.yaml"
 
@@ -44,7 +45,7 @@ def run_quickstart(seed: int = 0, output_dir: str = "runs/quickstart", overrides
     rl_cfg = load_config(recipe, [*base, f"model.name={sft_dir}", f"tracking.output_dir={out / 'rl'}"])
     Trainer(rl_cfg).fit()
     console.rule("[bold]3/3 results")
-    rows = [json.loads(line) for line in (out / "rl" / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    rows = read_jsonl(out / "rl" / "metrics.jsonl")
     evals = [(r["step"], r["eval/accuracy"]) for r in rows if r.get("eval/accuracy") is not None]
     summary = {
         "accuracy_after_sft": evals[0][1],

@@ -147,3 +147,22 @@ def test_a_metrics_row_torn_by_a_kill_is_dropped_on_resume(tmp_path):
     path.write_text('{"step": 1, "x": 1}\n{"step": 2, "x": 2}\n{"step": 3, "x": 3}\n{"step": 4, "x"')
     MetricsLogger(tmp_path, 10, start_step=3, console=False).close()
     assert [r["step"] for r in rows_of(tmp_path)] == [1, 2, 3]
+
+
+@pytest.mark.parametrize("separator", ["\u2028", "\u2029", "\x85", "\x0c", "\x1e"])
+def test_completions_with_unicode_line_separators_survive_resume_and_read_back(tmp_path, separator):
+    """json.dumps(ensure_ascii=False) leaves U+2028 and its kin raw inside a completion; str.splitlines splits there.
+    A resume keeps such a row, and read_jsonl (the run report's, the Python API's and the benchmarks' reader) reads
+    it back whole."""
+    from rlvr.reporting.run_report import completions_section
+    from rlvr.tracking.jsonl import read_jsonl
+
+    logger = MetricsLogger(tmp_path, 10, start_step=0, console=False)
+    text = f"first line{separator}second line \\boxed{{4}}"
+    rows = [{"step": s, "prompt": "2 + 2?", "completion": text, "reward": 1.0, "correct": True} for s in (1, 2)]
+    for row in rows:
+        logger.log_completions(row["step"], [row])
+    logger.close()
+    MetricsLogger(tmp_path, 10, start_step=1, console=False).close()  # resume from the checkpoint of step 1
+    assert read_jsonl(tmp_path / "completions.jsonl") == rows[:1]
+    assert "second line" in completions_section(read_jsonl(tmp_path / "completions.jsonl"))

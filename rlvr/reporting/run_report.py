@@ -21,6 +21,7 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from rlvr.errors import RlvrError  # noqa: E402
 from rlvr.models.prompts import content_text  # noqa: E402
+from rlvr.tracking.jsonl import read_jsonl  # noqa: E402
 
 CURVES = [("reward/mean", "reward (mean over samples)"), ("accuracy", "training accuracy"),
           ("eval/accuracy", "held-out accuracy (greedy)"), ("response_length/mean", "completion length (tokens)"),
@@ -29,17 +30,6 @@ CURVES = [("reward/mean", "reward (mean over samples)"), ("accuracy", "training 
           ("response/truncated_frac", "truncated completions"), ("perf/step_s", "seconds per step")]
 COMPLETION_STEPS = 3  # latest logged steps whose completions the page shows
 COMPLETION_CHARS = 1200  # a longer completion is cut in the page (completions.jsonl keeps it whole)
-
-
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    rows = []
-    if path.is_file():
-        for line in path.read_text(errors="replace").splitlines():
-            try:
-                rows.append(json.loads(line))
-            except ValueError:
-                continue  # a row torn by a kill
-    return rows
 
 
 def series(rows: list[dict], key: str) -> tuple[list[int], list[float]]:

@@ -11,6 +11,7 @@ from typing import Any
 
 from rlvr.tracking.base import Sink
 from rlvr.tracking.console import ConsoleProgress
+from rlvr.tracking.jsonl import read_jsonl
 
 
 def _clean(value):
@@ -30,14 +31,8 @@ class JsonlFile:
             if start_step == 0:
                 path.unlink()
             else:
-                kept = []
-                for line in path.read_text(errors="replace").splitlines():
-                    try:
-                        if json.loads(line).get("step", 0) <= start_step:
-                            kept.append(line)
-                    except ValueError:
-                        continue
-                path.write_text("".join(r + "\n" for r in kept))
+                kept = [row for row in read_jsonl(path) if row.get("step", 0) <= start_step]
+                path.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in kept))
         self._file = None
 
     def write(self, rows: list[dict[str, Any]]) -> None:
