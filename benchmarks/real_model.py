@@ -410,19 +410,19 @@ def replies(args) -> None:
         for log in sorted(Path(output).glob("seed*/completions.jsonl")):
             rows = read_jsonl(log)
             last_step = max(r["step"] for r in rows)
-            first = [r for r in rows if r["step"] <= args.window]
+            first = [exact_correct(r["completion"], r["reference"]) for r in rows if r["step"] <= args.window]
             last = [r for r in rows if r["step"] > last_step - args.window]
-            right = [r for r in last if exact_correct(r["completion"], r["reference"])]
-            refused = [r for r in last if refusal(defences, r["prompt"], r["reference"], r["completion"])]
-            wrong = [r for r in last if r not in right and r not in refused]
-
-            def mean_reward(group: list[dict]) -> str:
-                return f"{statistics.mean(r['reward'] for r in group):.2f}" if group else "-"
-
-            share_first = sum(exact_correct(r["completion"], r["reference"]) for r in first) / len(first)
-            print(f"| {output} | {log.parent.name.removeprefix('seed')} | {100 * share_first:.0f}% -> "
-                  f"{100 * len(right) / len(last):.0f}% | {len(refused)}/{len(last)} | {mean_reward(right)} / "
-                  f"{mean_reward(wrong)} / {mean_reward(refused)} |")
+            rewards: dict[str, list[float]] = {"right": [], "wrong": [], "refused": []}  # a right reply may be refused
+            for r in last:
+                right = exact_correct(r["completion"], r["reference"])
+                refused = refusal(defences, r["prompt"], r["reference"], r["completion"]) is not None
+                if right or not refused:
+                    rewards["right" if right else "wrong"].append(r["reward"])
+                if refused:
+                    rewards["refused"].append(r["reward"])
+            means = " / ".join(f"{statistics.mean(v):.2f}" if v else "-" for v in rewards.values())
+            print(f"| {output} | {log.parent.name.removeprefix('seed')} | {100 * sum(first) / len(first):.0f}% -> "
+                  f"{100 * len(rewards['right']) / len(last):.0f}% | {len(rewards['refused'])}/{len(last)} | {means} |")
 
 
 def commit() -> str:
