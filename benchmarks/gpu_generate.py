@@ -6,7 +6,9 @@ Qwen2.5-0.5B-shaped bf16 model (random weights), prompts, batch and lengths, in 
 Every side decodes --prompts x --samples sequences of exactly --new-tokens tokens (EOS banned until then:
 min_new_tokens = max_new_tokens) at temperature 1, no top-k/top-p. Each side's first call is timed on its own
 (graph capture, compilation: the one-time cost), then the median of --reps further calls gives tokens/s;
-ratios are against the static engine (graphs). Results also go to --json.
+ratios are against the static engine (graphs). Then bf16 parity on the same model (--parity prompts, 64 new
+tokens): greedy tokens of the static engine against the hf engine, and the static engine's sampled logprobs against
+one full forward pass over the same tokens. Results also go to --json.
 
 Run:  python benchmarks/gpu_generate.py                         (128 prompts x 1 sample x 256 new tokens)
       python benchmarks/gpu_generate.py --prompts 16 --samples 8 --json out.json
@@ -22,6 +24,31 @@ import torch
 from generate import engine_side, generate_side, measure, print_table
 from gpu_shapes import arithmetic_prompts, require_cuda, tokenizer_and_model
 
+from rlvr.models.logprobs import completion_logprobs
+from rlvr.rollout import SamplingParams, make_engine
+
+
+def parity(model, tokenizer, prompts, static) -> dict:
+    """bf16 on CUDA: greedy rows identical to the hf engine's (and the mean length of the identical prefix), and
+    |logprob| differences between the static engine's sampled tokens and one full forward pass."""
+    greedy = SamplingParams(greedy=True, max_new_tokens=64)
+    ours = [g[0].token_ids for g in static.generate(prompts, greedy)]
+    theirs = [g[0].token_ids for g in make_engine("hf", model, tokenizer, batch_size=len(prompts)).generate(
+        prompts, greedy)]
+    prefixes = [next((i for i, (u, v) in enumerate(zip(a, b)) if u != v), min(len(a), len(b)))
+                for a, b in zip(ours, theirs)]
+    diffs = []
+    for prompt, group in zip(prompts, static.generate(prompts, SamplingParams(max_new_tokens=64))):
+        ids = torch.tensor([prompt + group[0].token_ids], device=model.device)
+        with torch.no_grad():
+            logp, _ = completion_logprobs(model, ids, torch.ones_like(ids), len(group[0].token_ids), 1.0)
+        diffs.append((logp[0].float().cpu() - torch.tensor(group[0].logprobs)).abs())
+    diff = torch.cat(diffs)
+    return {"greedy_rows_identical": sum(a == b for a, b in zip(ours, theirs)) / len(prompts),
+            "greedy_identical_prefix_mean": sum(prefixes) / len(prefixes), "greedy_length_mean":
+            sum(map(len, ours)) / len(ours), "logprob_diff_max": float(diff.max()),
+            "logprob_diff_mean": float(diff.mean()), "logprob_tokens": len(diff)}
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -30,6 +57,7 @@ def main() -> None:
     ap.add_argument("--new-tokens", type=int, default=256)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--skip", nargs="*", default=[], help="sides to leave out: compiled, hf, dynamic, static-generate")
+    ap.add_argument("--parity", type=int, default=32, help="prompts for the bf16 parity check (0: none)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     require_cuda("benchmarks/gpu_generate.py")
@@ -51,15 +79,15 @@ def main() -> None:
 
     static, compiled = "rlvr static engine", "rlvr static engine, compiled layers"
     sides = {static: lambda: engine_side("static", model, tokenizer, prompts, args, keep(static))}
+    if "static-generate" not in args.skip:  # the peer second, so a run cut short still has the ratio
+        sides["transformers generate (static cache)"] = lambda: generate_side("static", model, tokenizer, prompts,
+                                                                              args)
     if "compiled" not in args.skip:
         sides[compiled] = lambda: engine_side("static", model, tokenizer, prompts, args, keep(compiled, True))
     if "hf" not in args.skip:
         sides["rlvr hf engine"] = lambda: engine_side("hf", model, tokenizer, prompts, args)
     if "dynamic" not in args.skip:
         sides["transformers generate (dynamic cache)"] = lambda: generate_side(None, model, tokenizer, prompts, args)
-    if "static-generate" not in args.skip:
-        sides["transformers generate (static cache)"] = lambda: generate_side("static", model, tokenizer, prompts,
-                                                                              args)
     results = {}
     for name, make in sides.items():
         try:
@@ -83,10 +111,18 @@ def main() -> None:
           f"{best['tokens_per_s'] >= 40000}); vs transformers static generate "
           f"{best['tokens_per_s'] / peer['tokens_per_s'] if peer else float('nan'):.2f}x (>= 2); one-time capture "
           f"{best.get('capture_s', float('nan')):.1f} s (<= 60)")
+    checks = {}
+    if args.parity and static in engines:
+        checks = parity(model, tokenizer, prompts[: args.parity], engines[static])
+        print(f"bf16 parity over {args.parity} prompts x 64 tokens: greedy rows identical to the hf engine "
+              f"{checks['greedy_rows_identical']:.0%} (identical prefix {checks['greedy_identical_prefix_mean']:.1f} "
+              f"of {checks['greedy_length_mean']:.1f} tokens on average); sampled logprobs vs a full forward: max "
+              f"|diff| {checks['logprob_diff_max']:.3e}, mean {checks['logprob_diff_mean']:.3e} over "
+              f"{checks['logprob_tokens']} tokens", flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"args": vars(args), "device": torch.cuda.get_device_name(), "torch": torch.__version__,
-                       "results": results}, f, indent=2)
+                       "results": results, "parity": checks}, f, indent=2)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -60,7 +62,7 @@ def run_rlvr(args, root: Path) -> dict:
                         "num_workers": 4},
             "eval": {"every_steps": 0},
             "checkpoint": {"every_steps": 0},
-            "tracking": {"output_dir": str(out), "console": False, "tensorboard": "off"},
+            "tracking": {"output_dir": str(out), "console": True, "tensorboard": "off"},
         })
 
     trainer = Trainer(config(args.steps))
@@ -116,12 +118,29 @@ def run_trl(args, root: Path) -> dict:
     return {"step_s": times, "peak_mem_GiB": torch.cuda.max_memory_allocated() / 2**30}
 
 
+def run_side(command: list[str], timeout_s: float | None) -> int:
+    """One side in its own process; past `timeout_s` it is sent SIGABRT first, so faulthandler prints where each of
+    its threads was, then killed."""
+    proc = subprocess.Popen(command, env={**os.environ, "PYTHONFAULTHANDLER": "1"})
+    try:
+        return proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        print(f"--- past {timeout_s:g} s: stopping it, with a traceback", flush=True)
+        proc.send_signal(signal.SIGABRT)
+        try:
+            return proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            return proc.wait()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--warmup", type=int, default=2, help="first steps left out of the median (capture, warm-up)")
     ap.add_argument("--micro-batch", type=int, default=16, help="rlvr's optim.micro_batch_size (sequences)")
     ap.add_argument("--engine", default="auto", help="rlvr's rollout.engine")
+    ap.add_argument("--side-timeout", type=float, default=None, help="seconds each side may run (default: no limit)")
     ap.add_argument("--side", choices=["rlvr", "trl"], default=None, help="run one side only (used internally)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
@@ -138,9 +157,9 @@ def main() -> None:
             command = [sys.executable, __file__, "--side", side, "--json", str(path), "--steps", str(args.steps),
                        "--micro-batch", str(args.micro_batch), "--engine", args.engine]
             print(f"--- {side}: {' '.join(command[1:])}", flush=True)
-            proc = subprocess.run(command)
-            if proc.returncode != 0 or not path.exists():
-                print(f"{side} failed (exit code {proc.returncode})", flush=True)
+            code = run_side(command, args.side_timeout)
+            if code != 0 or not path.exists():
+                print(f"{side} failed (exit code {code})", flush=True)
                 continue
             r = json.loads(path.read_text())
             r["median_step_s"] = statistics.median(r["step_s"][args.warmup :] or r["step_s"])

@@ -143,9 +143,12 @@ def test_batch_whitening_matches_across_processes_and_strategies(tmp_path, lengt
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-def test_fsdp2_trains_the_quickstart_model_on_a_gpu(tmp_path):
+def test_fsdp2_trains_the_quickstart_model_on_a_gpu(tmp_path, length_reward_file):
+    """A group of one over NCCL. The untrained model scores 0 on the task, so a length reward gives the groups the
+    reward spread without which no parameter moves."""
     out = tmp_path / "fsdp2"
     proc = subprocess.run([sys.executable, "-m", "rlvr", "train", "recipes/quickstart.yaml", "steps=3",
+                           f"rewards.functions=[{{function: task}}, {{function: '{length_reward_file}'}}]",
                            "eval.every_steps=0", "distributed.strategy=fsdp2", f"tracking.output_dir={out}",
                            "tracking.console=false"], cwd=ROOT, env=env(), capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
