@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import sys
 
+from rlvr.models.head import causal_lm
 from rlvr.models.vision import is_vision_model
 from rlvr.rollout.base import ENGINES
 from rlvr.rollout.hf import HFRolloutEngine
-from rlvr.rollout.static import StaticCacheEngine, causal_lm, unsupported_reason
+from rlvr.rollout.static import StaticCacheEngine, unsupported_reason
 
 
 @ENGINES.register("auto")

@@ -37,6 +37,7 @@ import torch
 import torch.nn.functional as F
 
 from rlvr.errors import ConfigError
+from rlvr.models.head import causal_lm
 from rlvr.models.vision import is_vision_model
 from rlvr.rollout.base import ENGINES, BatchedEngine, Completion, SamplingParams
 from rlvr.rollout.hf import HFRolloutEngine, eos_ids
@@ -57,12 +58,6 @@ def inverse_cdf(probs: torch.Tensor, uniform: torch.Tensor) -> torch.Tensor:
     cdf = probs.double().cumsum(-1)
     target = (uniform.double() * cdf[:, -1]).unsqueeze(-1)
     return torch.searchsorted(cdf, target, right=True).squeeze(-1).clamp_(max=probs.shape[-1] - 1)
-
-
-def causal_lm(model: torch.nn.Module) -> torch.nn.Module:
-    """The transformers causal LM inside a peft wrapper (its LoRA layers still apply their adapters), or `model`."""
-    get_base = getattr(model, "peft_config", None) is not None and getattr(model, "get_base_model", None)
-    return get_base() if get_base else model
 
 
 def unsupported_reason(model: torch.nn.Module) -> str | None:
