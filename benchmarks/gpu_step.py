@@ -8,9 +8,11 @@ beta 0 (no reference model), one policy update per generation, gradient checkpoi
 len(completion) % 7. TRL is used as documented: GRPOConfig(per_device_train_batch_size=64,
 gradient_accumulation_steps=2, num_generations=8, max_completion_length=256, bf16=True, beta=0.0,
 gradient_checkpointing=True, generation_kwargs={"min_new_tokens": 256}). rlvr: rollout.engine=auto (the static
-engine on CUDA), micro-batches of --micro-batch sequences. Reported: median seconds per step after --warmup steps,
-peak GPU memory (torch.cuda.max_memory_allocated over the training steps), and the ratios the issue asks for
-(TRL / rlvr step time, rlvr / TRL peak memory). The rlvr side then resumes its final checkpoint for one more step.
+engine on CUDA) with rollout.compile_layers (--no-compile-layers: without), micro-batches of --micro-batch
+sequences. Reported: median seconds per step after --warmup steps, peak GPU memory (torch.cuda.max_memory_allocated
+over the training steps), the ratios the issue asks for (TRL / rlvr step time, rlvr / TRL peak memory), and rlvr's
+phases (generation, forward-backward, optimizer seconds; peak memory while generating and while updating). The rlvr
+side then resumes its final checkpoint for one more step.
 
 Run:  python benchmarks/gpu_step.py                   (6 steps each, median of the last 4)
       python benchmarks/gpu_step.py --steps 8 --json out.json
@@ -33,6 +35,8 @@ import torch
 from gpu_shapes import arithmetic_prompts, length_mod_7, require_cuda, tokenizer_and_model
 
 PROMPTS, SAMPLES, NEW_TOKENS = 16, 8, 256
+# rlvr's per-step figures (metrics.jsonl): where a step's time and memory go
+PHASES = ("gen_s", "train_s", "forward_backward_s", "optimizer_s", "gen_peak_mem_gib", "train_peak_mem_gib")
 
 
 def run_rlvr(args, root: Path) -> dict:
@@ -55,7 +59,8 @@ def run_rlvr(args, root: Path) -> dict:
             "data": {"tasks": [{"name": "dataset", "args": {"path": str(root / "prompts.jsonl")}}],
                      "prompts_per_step": PROMPTS},
             "rollout": {"engine": args.engine, "samples_per_prompt": SAMPLES, "max_new_tokens": NEW_TOKENS,
-                        "min_new_tokens": NEW_TOKENS, "temperature": 1.0, "batch_size": PROMPTS * SAMPLES},
+                        "min_new_tokens": NEW_TOKENS, "temperature": 1.0, "batch_size": PROMPTS * SAMPLES,
+                        "compile_layers": args.compile_layers},
             "algorithm": {"kl_coef": 0.0},
             "optim": {"lr": 1e-6, "micro_batch_size": args.micro_batch},
             "rewards": {"functions": [{"function": f"{Path(__file__).resolve().parent / 'gpu_shapes.py'}:length_mod_7", "name": "length"}],
@@ -79,9 +84,9 @@ def run_rlvr(args, root: Path) -> dict:
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
     steps = sorted((r for r in rows if "perf/step_s" in r), key=lambda r: r["step"])
     times = [r["perf/step_s"] for r in steps[: args.steps]]
-    return {"step_s": times, "gen_s": [r["perf/gen_s"] for r in steps[: args.steps]],
-            "train_s": [r["perf/train_s"] for r in steps[: args.steps]], "peak_mem_GiB": peak, "engine": engine,
-            "capture_s": capture_s, "resumed_from_step": resumed_from, "last_step": steps[-1]["step"]}
+    phases = {name: [r.get(f"perf/{name}") for r in steps[: args.steps]] for name in PHASES}
+    return {"step_s": times, **phases, "peak_mem_GiB": peak, "engine": engine, "capture_s": capture_s,
+            "resumed_from_step": resumed_from, "last_step": steps[-1]["step"]}
 
 
 def run_trl(args, root: Path) -> dict:
@@ -140,6 +145,8 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=2, help="first steps left out of the median (capture, warm-up)")
     ap.add_argument("--micro-batch", type=int, default=16, help="rlvr's optim.micro_batch_size (sequences)")
     ap.add_argument("--engine", default="auto", help="rlvr's rollout.engine")
+    ap.add_argument("--compile-layers", action=argparse.BooleanOptionalAction, default=True,
+                    help="rlvr's rollout.compile_layers (default: on)")
     ap.add_argument("--side-timeout", type=float, default=None, help="seconds each side may run (default: no limit)")
     ap.add_argument("--side", choices=["rlvr", "trl"], default=None, help="run one side only (used internally)")
     ap.add_argument("--json", default=None)
@@ -155,7 +162,8 @@ def main() -> None:
         for side in ("rlvr", "trl"):
             path = Path(tmp) / f"{side}.json"
             command = [sys.executable, __file__, "--side", side, "--json", str(path), "--steps", str(args.steps),
-                       "--micro-batch", str(args.micro_batch), "--engine", args.engine]
+                       "--micro-batch", str(args.micro_batch), "--engine", args.engine,
+                       "--compile-layers" if args.compile_layers else "--no-compile-layers"]
             print(f"--- {side}: {' '.join(command[1:])}", flush=True)
             code = run_side(command, args.side_timeout)
             if code != 0 or not path.exists():
@@ -178,9 +186,12 @@ def main() -> None:
               f"{memory:.2f} (asks <= 1)")
     if "rlvr" in results:
         r = results["rlvr"]
-        print(f"rlvr: engine {r['engine']}, capture {r['capture_s']} s; generation {statistics.median(r['gen_s']):.2f}"
-              f" s and update {statistics.median(r['train_s']):.2f} s per step (medians); resumed from step "
-              f"{r['resumed_from_step']} to step {r['last_step']}")
+        print(f"rlvr: engine {r['engine']} (compiled layers: {args.compile_layers}), capture {r['capture_s']} s; "
+              f"resumed from step {r['resumed_from_step']} to step {r['last_step']}; medians after warm-up:")
+        for name in PHASES:
+            values = [v for v in r[name][args.warmup :] if v is not None]
+            if values:
+                print(f"  {name:<20} {statistics.median(values):8.2f}")
     if args.json:
         Path(args.json).write_text(json.dumps({"device": torch.cuda.get_device_name(), "results": results},
                                               indent=2))

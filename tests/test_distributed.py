@@ -155,6 +155,7 @@ def test_fsdp2_trains_the_quickstart_model_on_a_gpu(tmp_path, length_reward_file
     rows = rows_of(out)
     assert [r["step"] for r in rows] == [1, 2, 3]
     assert all(r["actor/grad_norm"] is not None for r in rows)
+    assert all(r["perf/gen_peak_mem_gib"] > 0 and r["perf/train_peak_mem_gib"] > 0 for r in rows)
     final = list_checkpoints(out / "checkpoints")[-1]
     assert max_difference(weights(final), weights(out / "initial-model")) > 0
 

@@ -116,6 +116,20 @@ def test_compiled_layers_are_token_identical_on_a_cpu(tokenizer):
         make_engine("hf", model, tokenizer, 64).generate(prompts, params))
 
 
+def test_rollout_compile_layers_compiles_a_static_engine_and_is_refused_elsewhere(tokenizer, fast_config):
+    from rlvr.config import build_config
+    from rlvr.errors import ConfigError
+
+    model = tiny(tokenizer, "qwen2")
+    assert make_engine("static", model, tokenizer, 64, compile_layers=True).compiled_layer is not None
+    assert make_engine("static", model, tokenizer, 64).compiled_layer is None
+    with pytest.raises(ConfigError, match="rollout.compile_layers=true .* rollout.engine=hf generates with "
+                                          "HFRolloutEngine"):
+        make_engine("hf", model, tokenizer, 64, compile_layers=True)
+    with pytest.raises(ConfigError, match="compile_layers .* max_staleness"):
+        build_config(fast_config(rollout={"compile_layers": True, "max_staleness": 1}))
+
+
 @pytest.mark.parametrize("family", ["llama", "qwen2", "qwen3", "mistral-window-4"])
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
 def test_sampling_logprobs_and_entropy_match_a_full_forward_pass(tokenizer, family, temperature):

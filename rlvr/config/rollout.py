@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from rlvr.config.base import Section
 
@@ -12,6 +12,11 @@ class RolloutConfig(Section):
         "A registered rollout engine: hf (transformers modules, dynamic cache), static (static KV cache over the "
         "policy's own modules, CUDA graphs on GPU; docs/engines.md), or auto: static on CUDA for the model families it "
         "covers, hf otherwise (as fast on a CPU at the quickstart's lengths, and CPU runs stay as they were)."))
+    compile_layers: bool = Field(False, description=(
+        "torch.compile the static engine's decoder-layer step before CUDA-graph capture (regional compilation: one "
+        "compiled graph for every layer; each new batch bucket compiles once). On an H100, Qwen2.5-0.5B shape, 128 x "
+        "256 tokens: 37,816 tokens/s against 26,337 without, 1.7 s one-time (docs/results.md). Needs the static "
+        "engine (rollout.engine=static, or auto on CUDA with a covered model) and the synchronous loop."))
     samples_per_prompt: int = Field(8, gt=0, description="Completions per prompt: the group of group-relative "
         "advantages (TRL num_generations, verl rollout.n).")
     temperature: float = Field(1.0, gt=0, description="Sampling temperature; logprobs for the loss use the same "
@@ -34,3 +39,10 @@ class RolloutConfig(Section):
         "group draws the same completions whichever data-parallel rank generates it and a run does not depend on the "
         "number of processes. None: on when data-parallel, off in a single process (one random stream)."
     )
+
+    @model_validator(mode="after")
+    def _compiled_engine_in_process(self) -> RolloutConfig:
+        if self.compile_layers and self.max_staleness > 0:
+            raise ValueError("compile_layers applies to the trainer's own static engine; with max_staleness > 0 "
+                             "rollout workers generate (set compile_layers=false, or max_staleness=0)")
+        return self

@@ -279,7 +279,7 @@ def evaluate_model(cfg: RunConfig, model_dir: str, settings: EvalSettings, show_
                                  template_kwargs=cfg.model.chat_template_kwargs)
     with RewardPool(cfg.rewards.num_workers, cfg.rewards.timeout_s,
                                max_memory_mb=cfg.rewards.worker_max_memory_mb) as pool:
-        engine = make_engine(cfg.rollout.engine, model, tokenizer, cfg.rollout.batch_size)
+        engine = make_engine(cfg.rollout.engine, model, tokenizer, cfg.rollout.batch_size, cfg.rollout.compile_layers)
         torch.manual_seed(cfg.seed)
         # Only the tasks' verifiers decide what is correct; other reward terms (possibly Python callables that a
         # saved config.yaml names but cannot hold) are not needed.

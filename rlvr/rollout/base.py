@@ -16,6 +16,7 @@ from typing import Protocol
 
 import torch
 
+from rlvr.errors import ConfigError
 from rlvr.registry import Registry
 
 
@@ -97,5 +98,15 @@ def group_generator(device: torch.device, *key: object) -> torch.Generator:
     return torch.Generator(device).manual_seed(int.from_bytes(digest, "little") >> 1)
 
 
-def make_engine(name: str, model, tokenizer, batch_size: int) -> RolloutEngine:
-    return ENGINES.get(name)(model, tokenizer, batch_size=batch_size)
+def make_engine(name: str, model, tokenizer, batch_size: int, compile_layers: bool = False) -> RolloutEngine:
+    """The engine registered as `name`; `compile_layers` (rollout.compile_layers) compiles a static engine's layers
+    and is refused for an engine that has none to compile."""
+    engine = ENGINES.get(name)(model, tokenizer, batch_size=batch_size)
+    if compile_layers:
+        if not hasattr(engine, "compile_layers"):
+            raise ConfigError(f"rollout.compile_layers=true compiles the static engine's decoder layers, but "
+                              f"rollout.engine={name} generates with {type(engine).__name__} here (auto picks the "
+                              f"static engine only on CUDA, for Llama/Qwen2/Qwen3/Mistral text models). Set "
+                              f"rollout.engine=static or rollout.compile_layers=false.")
+        engine.compile_layers()
+    return engine

@@ -1,8 +1,10 @@
 """What a step reports: about its samples (reward and accuracy over every generated sample, lengths and advantages
 over the trained batch, per-reward failures, per-source figures, the prompt pool's pass-rate histogram) and about its
-update (loss, entropy, KL, clip fractions, gradient norm)."""
+update (loss, entropy, KL, clip fractions, gradient norm), and on CUDA the memory each phase took."""
 
 from __future__ import annotations
+
+import torch
 
 from rlvr.curriculum import CurriculumStats, GroupOutcome, PromptSampler
 from rlvr.rewards.composite import Scored
@@ -69,3 +71,23 @@ def update_metrics(sums: dict[str, float], updates: int, grad_norms: list[float]
     }
     m.update({(k if "/" in k else f"actor/{k}"): v / selected for k, v in sums.items()})
     return m
+
+
+class MemoryPeaks:
+    """The most CUDA memory allocated in each phase of a step, `perf/<phase>_peak_mem_gib` (verl logs its
+    perf/max_memory_allocated_gb alike); nothing on a CPU."""
+
+    def __init__(self, device: torch.device):
+        self.device = device if device.type == "cuda" else None
+
+    def start(self) -> None:
+        if self.device is not None:
+            torch.cuda.reset_peak_memory_stats(self.device)
+
+    def read(self, phase: str) -> dict[str, float]:
+        """The peak since `start()` or the last `read()`; the next phase starts here."""
+        if self.device is None:
+            return {}
+        peak = torch.cuda.max_memory_allocated(self.device) / 2**30
+        self.start()
+        return {f"perf/{phase}_peak_mem_gib": peak}

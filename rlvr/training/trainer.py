@@ -84,7 +84,7 @@ from rlvr.training.setup import (
     release_output_dir,
     seed_everything,
 )
-from rlvr.training.step_metrics import rollout_metrics, update_metrics
+from rlvr.training.step_metrics import MemoryPeaks, rollout_metrics, update_metrics
 from rlvr.training.update import (
     LossSetup,
     NonFiniteStreak,
@@ -118,6 +118,7 @@ class Trainer:
         ensure_disk_space(self.out, checkpoint_bytes(model))
         self.parallel = make_parallel(model, strategy, cfg.model.device)
         self.model = self.parallel.model
+        self.memory = MemoryPeaks(self.parallel.device)
         self.ref_model = None  # with LoRA the reference is the policy with its adapters disabled
         # One prompt forward for a group's samples where the parallel strategy and the model allow it
         self.share_prompts = (cfg.optim.share_prompt_forward and self.parallel.shares_prompt_forward
@@ -138,7 +139,8 @@ class Trainer:
         for task in self.tasks:
             task.screen_prompts(self.encode)
         self.skipped_rows = [row for task in self.tasks for row in task.skipped_rows]
-        self.engine = make_engine(cfg.rollout.engine, self.model, self.tokenizer, cfg.rollout.batch_size)
+        self.engine = make_engine(cfg.rollout.engine, self.model, self.tokenizer, cfg.rollout.batch_size,
+                                  cfg.rollout.compile_layers)
         if self.parallel.lockstep_forward:
             self.engine.all_finished = all_ranks
         r = cfg.rollout
@@ -400,8 +402,11 @@ class Trainer:
         checkpoint when due. Returns the step's metrics and the checkpoint it wrote, if any."""
         cfg = self.cfg
         t0 = time.perf_counter()
+        self.memory.start()
         batch, metrics = self.rollout()
+        metrics.update(self.memory.read("gen"))
         metrics.update(self.update(batch))
+        metrics.update(self.memory.read("train"))
         for name, message in self.last_reward_errors.items():
             if name not in warned:
                 warned.add(name)
