@@ -50,6 +50,27 @@ def parity(model, tokenizer, prompts, static) -> dict:
             "logprob_diff_mean": float(diff.mean()), "logprob_tokens": len(diff)}
 
 
+def profile_call(run, path: str, name: str) -> dict:
+    """One more call under torch.profiler: the operators and kernels by GPU time (the table goes to `path`), and how
+    much of the call's wall time the GPU was busy (the rest is the host: Python, launches, synchronisation)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        run()
+        torch.cuda.synchronize()
+    wall = time.perf_counter() - t0
+    averages = prof.key_averages()
+    busy = sum(e.self_device_time_total for e in averages) / 1e6
+    table = averages.table(sort_by="self_device_time_total", row_limit=30)
+    with open(path, "w") as f:
+        f.write(table)
+    print(f"{name} under the profiler: {wall:.3f} s wall, GPU busy {busy:.3f} s ({busy / wall:.0%}); top operators "
+          f"by GPU time:\n" + "\n".join(table.splitlines()[:16]), flush=True)
+    return {"wall_s": wall, "gpu_busy_s": busy}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--prompts", type=int, default=128)
@@ -58,6 +79,7 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--skip", nargs="*", default=[], help="sides to leave out: compiled, hf, dynamic, static-generate")
     ap.add_argument("--parity", type=int, default=32, help="prompts for the bf16 parity check (0: none)")
+    ap.add_argument("--profile", default=None, help="folder: profile one more call of each static engine side there")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     require_cuda("benchmarks/gpu_generate.py")
@@ -88,10 +110,11 @@ def main() -> None:
         sides["rlvr hf engine"] = lambda: engine_side("hf", model, tokenizer, prompts, args)
     if "dynamic" not in args.skip:
         sides["transformers generate (dynamic cache)"] = lambda: generate_side(None, model, tokenizer, prompts, args)
-    results = {}
+    results, runs = {}, {}
     for name, make in sides.items():
         try:
-            results[name] = measure(make(), args.reps, torch.cuda.synchronize)
+            runs[name] = make()
+            results[name] = measure(runs[name], args.reps, torch.cuda.synchronize)
         except Exception as e:  # a side that cannot run here is reported, not fatal
             print(f"{name}: failed: {type(e).__name__}: {str(e).splitlines()[0][:300]}", flush=True)
             continue
@@ -119,6 +142,11 @@ def main() -> None:
               f"of {checks['greedy_length_mean']:.1f} tokens on average); sampled logprobs vs a full forward: max "
               f"|diff| {checks['logprob_diff_max']:.3e}, mean {checks['logprob_diff_mean']:.3e} over "
               f"{checks['logprob_tokens']} tokens", flush=True)
+    if args.profile:
+        for name in (static, compiled):
+            if name in results:
+                file = f"{args.profile}/profile_static{'_compiled' if name == compiled else ''}.txt"
+                results[name]["profile"] = profile_call(runs[name], file, name)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"args": vars(args), "device": torch.cuda.get_device_name(), "torch": torch.__version__,

@@ -28,7 +28,7 @@ if [ "$part" = tests ] || [ "$part" = all ]; then
   run "GPU tests" bash -c "python3 -m pytest -q -s -m gpu --continue-on-collection-errors -p no:cacheprovider tests 2>&1 | tee '$OUT/gpu_tests.txt'"
 fi
 if [ "$part" = generate ] || [ "$part" = all ]; then
-  run "decode throughput" bash -c "python3 benchmarks/gpu_generate.py --json '$OUT/gpu_generate.json' 2>&1 | tee '$OUT/gpu_generate.txt'"
+  run "decode throughput" bash -c "python3 benchmarks/gpu_generate.py --json '$OUT/gpu_generate.json' --profile '$OUT' 2>&1 | tee '$OUT/gpu_generate.txt'"
 fi
 if [ "$part" = step ] || [ "$part" = all ]; then
   run "step time vs TRL" bash -c "python3 benchmarks/gpu_step.py --json '$OUT/gpu_step.json' 2>&1 | tee '$OUT/gpu_step.txt'"

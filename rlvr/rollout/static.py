@@ -108,6 +108,29 @@ class KVCache:
         self.position[:m] = self.position.index_select(0, index)
 
 
+class LiveCount:
+    """How many rows are still generating, read one step late: each step copies its count to pinned host memory
+    without waiting, and the host decides on the previous step's count, which the GPU finished while this step was
+    queued, so the host never waits for the step in flight and launches the next one while it runs. Rows only ever
+    finish, so a count one step old bounds the live rows from above: a compaction keeps every live row, and the
+    loop ends one step after the last row finished."""
+
+    def __init__(self, device: torch.device):
+        self.cuda = device.type == "cuda"
+        self.counts = torch.zeros(2, dtype=torch.long, pin_memory=self.cuda)
+        self.events = [torch.cuda.Event() if self.cuda else None for _ in range(2)]
+
+    def push(self, step: int, finished: torch.Tensor) -> None:
+        self.counts[step % 2].copy_((~finished).sum(), non_blocking=True)
+        if self.cuda:
+            self.events[step % 2].record()
+
+    def read(self, step: int) -> int:
+        if self.cuda:
+            self.events[step % 2].synchronize()
+        return int(self.counts[step % 2])
+
+
 @dataclass
 class KeptRow:
     """A sample row's cache kept for the next turn: the cache row it sits in, the columns holding its tokens' keys
@@ -415,6 +438,7 @@ class StaticCacheEngine(BatchedEngine):
         finished = slot_rows == rows
         self.logits[:rows] = logits
         uniform = torch.zeros(rows + 1, device=device)  # one number per sample row and step (inverse_cdf)
+        live = LiveCount(device)
         for step in range(steps):
             logits = self.logits[:b]
             if generators is None:
@@ -435,21 +459,20 @@ class StaticCacheEngine(BatchedEngine):
             lengths[slot_rows] = torch.where(done & ~finished, step + 1, lengths[slot_rows])
             done_rows[slot_rows] = done
             finished = done
-            live = (~finished).nonzero().flatten()
-            if self.all_finished(len(live) == 0) or step == steps - 1:
+            live.push(step, finished)
+            alive = live.read(step - 1 if step else 0)  # at least the rows live now (rows only ever finish)
+            if self.all_finished(alive == 0) or step == steps - 1:
                 break
-            smaller = bucket_size(len(live), self.cache.rows, self.static_shapes)
+            smaller = bucket_size(alive, self.cache.rows, self.static_shapes)
             if smaller <= b // 2:  # compaction: the live rows move to the front of a smaller bucket
-                keep = torch.cat([live, live[:1].expand(smaller - len(live))])
-                if self.keeping:  # a permutation instead, so the finished rows' caches survive for the next turn
-                    keep = torch.cat([live, finished.nonzero().flatten()])
+                order = torch.argsort(finished.to(torch.int8), stable=True)  # live rows first, in order
+                if self.keeping:  # the finished rows' caches survive for the next turn
                     moved = slot_of < b
-                    slot_of[moved] = torch.argsort(keep)[slot_of[moved]]
-                self.cache.keep_rows(keep)
-                keep = keep[:smaller]
+                    slot_of[moved] = torch.argsort(order)[slot_of[moved]]
+                self.cache.keep_rows(order if self.keeping else order[:smaller])
+                keep = order[:smaller]  # every live row, and rows that finished since `alive` was counted
                 self.positions[:smaller] = self.positions[keep]
-                slot_rows = torch.cat([slot_rows[live], slot_rows.new_full((smaller - len(live),), rows)])
-                tok, finished, b = tok[keep], slot_rows == rows, smaller
+                slot_rows, tok, finished, b = slot_rows[keep], tok[keep], finished[keep], smaller
             self.tokens[:b] = tok
             self.positions[:b] += 1
             self.column.fill_(p + step)
