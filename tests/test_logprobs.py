@@ -82,3 +82,24 @@ def test_fp32_entropy_gradients_and_cpu_runs_keep_the_logits_path():
                         chunked_head=True)
     completion_logprobs(model, ids, torch.ones_like(ids), 2, 1.0)  # on a CPU by default
     assert head_calls == [1, 1, 1]
+
+
+def test_the_chunked_head_gives_the_logits_paths_values_and_gradients_under_checkpointing():
+    tok = train_tokenizer([f"{a}+{b}={a + b}" for a in range(10) for b in range(10)], 40)
+    model = build_tiny_model(TinyModelConfig(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64), tok, 0)
+    model = model.to(torch.bfloat16)
+    model.gradient_checkpointing_enable()
+    model.train()
+    ids = torch.tensor([tok("3+4=7")["input_ids"], tok("1+1=2")["input_ids"]])
+    mask = torch.ones_like(ids)
+    mask[1, 0] = 0  # a left-padded row
+    results = []
+    for chunked in (True, False):
+        model.zero_grad()
+        logp, entropy = completion_logprobs(model, ids, mask, 2, 0.8, with_entropy=True, chunked_head=chunked)
+        logp.sum().backward()
+        results.append((logp.detach(), entropy, [p.grad.clone() for p in model.parameters()]))
+    (logp, entropy, grads), (logp_ref, entropy_ref, grads_ref) = results
+    assert torch.allclose(logp, logp_ref, atol=1e-6) and torch.allclose(entropy, entropy_ref, atol=1e-5)
+    for mine, theirs in zip(grads, grads_ref):
+        assert torch.allclose(mine.float(), theirs.float(), atol=1e-3, rtol=1e-2)
