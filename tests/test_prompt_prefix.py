@@ -10,6 +10,7 @@ from transformers import LlamaConfig
 from rlvr.algorithms import KL_ESTIMATORS, POLICY_LOSSES
 from rlvr.config import AlgorithmConfig, TinyModelConfig
 from rlvr.models.loading import build_tiny_model, train_tokenizer
+from rlvr.models.logprobs import completion_logprobs
 from rlvr.models.prompt_prefix import PromptPrefix, shares_prompt_forward
 from rlvr.rollout.base import Completion
 from rlvr.training.batch import RolloutBatch
@@ -99,6 +100,36 @@ def test_the_prompt_share_of_the_gradient_goes_through_the_prompt_forward(model,
     cut, _ = gradients(model, batch, share=True, micro=4)
     name = "model.layers.0.self_attn.v_proj.weight"
     assert not torch.allclose(cut[name], per_sample[name], rtol=1e-3)
+
+
+def test_a_chunked_head_behind_a_shared_prompt_gives_the_per_sample_logprobs_and_gradients(model):
+    """With the head applied a chunk at a time (on CUDA by default), the prompt's last hidden state is the leaf the
+    completions' backward fills, and the prompt forward carries it on."""
+    policy = build_tiny_model(TinyModelConfig(hidden_size=32, num_layers=2, num_heads=4, intermediate_size=64),
+                              train_tokenizer([f"{a}+{b}={a + b}" for a in range(10) for b in range(10)], 40), 0)
+    policy = policy.to(torch.bfloat16).train()
+    batch = grouped_batch(policy.config.vocab_size)
+    width, weights = batch.completion_width, batch.completion_mask * torch.randn(batch.completion_mask.shape)
+    results = []
+    for shared in (True, False):
+        policy.zero_grad(set_to_none=True)
+        if shared:
+            ids, mask, row_prompt = batch.distinct_prompts()
+            prefix = PromptPrefix(policy, ids, mask, grad=True, chunk=2, chunked_head=True)
+            assert prefix.split is not None and prefix.last.shape[-1] == policy.config.hidden_size
+            logp, _ = prefix.completion_logprobs(row_prompt, batch.input_ids[:, -width:],
+                                                 batch.attention_mask[:, -width:], 0.7)
+            (logp * weights).sum().backward()
+            prefix.backward()
+        else:
+            logp, _ = completion_logprobs(policy, batch.input_ids, batch.attention_mask, width, 0.7,
+                                          chunked_head=False)
+            (logp * weights).sum().backward()
+        results.append((logp.detach() * batch.completion_mask, {n: p.grad.float() for n, p in policy.named_parameters()}))
+    (logp, grads), (logp_ref, grads_ref) = results
+    torch.testing.assert_close(logp, logp_ref, rtol=0, atol=1e-2)  # bf16: the two forwards may round differently
+    for name, g in grads_ref.items():
+        assert float((grads[name] - g).norm()) <= 0.03 * float(g.norm()) + 1e-4, name
 
 
 def test_shared_prompt_logprobs_without_gradient_equal_the_per_sample_ones(model):

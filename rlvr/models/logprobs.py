@@ -91,20 +91,35 @@ def completion_logprobs(
     inputs = model_inputs or {}
     positions = model_positions(model, input_ids, attention_mask, inputs)
     targets = input_ids[:, -completion_width:]
-    split = None if inputs or (with_entropy and entropy_grad) else plain_head(model)
-    if chunked_head is None:
-        chunked_head = input_ids.is_cuda
-    if chunked_head and split is not None and split[1].weight.dtype in (torch.bfloat16, torch.float16):
-        decoder, head = split
-        hidden = decoder(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions,
-                         use_cache=False).last_hidden_state[:, -completion_width - 1 : -1]
-        logp, entropy = TokenLogprobs.apply(hidden, head.weight, targets, temperature, LEAN_CHUNK_POSITIONS)
-        return logp, (entropy if with_entropy else None)
+    split = None if inputs else head_for_chunks(model, chunked_head, input_ids.is_cuda)
+    if split is not None:
+        hidden = split[0](input_ids=input_ids, attention_mask=attention_mask, position_ids=positions,
+                          use_cache=False).last_hidden_state[:, -completion_width - 1 : -1]
+        return head_logprobs(hidden, split[1], targets, temperature, with_entropy, entropy_grad)
     logits = model(
         input_ids=input_ids, attention_mask=attention_mask, position_ids=positions, use_cache=False,
         logits_to_keep=completion_width + 1, **inputs,
     ).logits[:, :-1]
     return token_logprobs(logits, targets, temperature, with_entropy, entropy_grad, chunk_rows)
+
+
+def head_for_chunks(model, chunked_head: bool | None, on_cuda: bool) -> tuple[torch.nn.Module, torch.nn.Linear] | None:
+    """(decoder, head) when token logprobs are to come from hidden states through the head a chunk at a time:
+    `chunked_head` asked (None: on CUDA) and the model has a plain head (`plain_head`) in half precision."""
+    if not (on_cuda if chunked_head is None else chunked_head):
+        return None
+    split = plain_head(model)
+    return split if split is not None and split[1].weight.dtype in (torch.bfloat16, torch.float16) else None
+
+
+def head_logprobs(hidden: torch.Tensor, head: torch.nn.Linear, targets: torch.Tensor, temperature: float,
+                  with_entropy: bool = False, entropy_grad: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Logprobs [B, C] of `targets` from the hidden states [B, C, H] before `head` (and entropy, see
+    completion_logprobs): chunk by chunk through `TokenLogprobs`; an entropy with gradient needs the whole logits."""
+    if with_entropy and entropy_grad:
+        return token_logprobs(torch.nn.functional.linear(hidden, head.weight), targets, temperature, True, True)
+    logp, entropy = TokenLogprobs.apply(hidden, head.weight, targets, temperature, LEAN_CHUNK_POSITIONS)
+    return logp, (entropy if with_entropy else None)
 
 
 def token_logprobs(
