@@ -10,9 +10,10 @@ gradient_accumulation_steps=2, num_generations=8, max_completion_length=256, bf1
 gradient_checkpointing=True, generation_kwargs={"min_new_tokens": 256}). rlvr: rollout.engine=auto (the static
 engine on CUDA) with rollout.compile_layers (--no-compile-layers: without), micro-batches of --micro-batch
 sequences. Reported: median seconds per step after --warmup steps, peak GPU memory (torch.cuda.max_memory_allocated
-over the training steps), the ratios the issue asks for (TRL / rlvr step time, rlvr / TRL peak memory), and rlvr's
-phases (generation, forward-backward, optimizer seconds; peak memory while generating and while updating). The rlvr
-side then resumes its final checkpoint for one more step.
+over the training steps; for rlvr the largest of its per-phase peaks, perf/*_peak_mem_gib), the ratios the issue
+asks for (TRL / rlvr step time, rlvr / TRL peak memory), and rlvr's phases (generation, forward-backward, optimizer
+seconds; peak memory while generating and while updating). The rlvr side then resumes its final checkpoint for one
+more step.
 
 Run:  python benchmarks/gpu_step.py                   (6 steps each, median of the last 4)
       python benchmarks/gpu_step.py --steps 8 --json out.json
@@ -42,6 +43,7 @@ PHASES = ("gen_s", "train_s", "forward_backward_s", "optimizer_s", "gen_peak_mem
 def run_rlvr(args, root: Path) -> dict:
     from rlvr.config import build_config
     from rlvr.models.loading import save_pretrained
+    from rlvr.tracking.jsonl import read_jsonl
     from rlvr.training.trainer import Trainer
 
     tokenizer, model = tokenizer_and_model()
@@ -72,19 +74,18 @@ def run_rlvr(args, root: Path) -> dict:
 
     trainer = Trainer(config(args.steps))
     engine = type(trainer.engine).__name__
-    torch.cuda.reset_peak_memory_stats()
     trainer.fit()  # the final checkpoint is written after the last step, outside perf/step_s
-    peak = torch.cuda.max_memory_allocated() / 2**30
     capture_s = getattr(trainer.engine, "capture_s", None)
     del trainer
     torch.cuda.empty_cache()
     resumed = Trainer(config(args.steps + 1), resume="auto")
     resumed_from = resumed.step
     resumed.fit()
-    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
-    steps = sorted((r for r in rows if "perf/step_s" in r), key=lambda r: r["step"])
+    steps = sorted((r for r in read_jsonl(out / "metrics.jsonl") if "perf/step_s" in r), key=lambda r: r["step"])
     times = [r["perf/step_s"] for r in steps[: args.steps]]
     phases = {name: [r.get(f"perf/{name}") for r in steps[: args.steps]] for name in PHASES}
+    # The trainer resets the peak at each phase, so the training steps' peak is the largest of their phases'.
+    peak = max(phases["gen_peak_mem_gib"] + phases["train_peak_mem_gib"])
     return {"step_s": times, **phases, "peak_mem_GiB": peak, "engine": engine, "capture_s": capture_s,
             "resumed_from_step": resumed_from, "last_step": steps[-1]["step"]}
 
