@@ -102,7 +102,7 @@ def test_the_prompt_share_of_the_gradient_goes_through_the_prompt_forward(model,
     assert not torch.allclose(cut[name], per_sample[name], rtol=1e-3)
 
 
-def test_a_chunked_head_behind_a_shared_prompt_gives_the_per_sample_logprobs_and_gradients(model):
+def test_a_chunked_head_behind_a_shared_prompt_gives_the_per_sample_logprobs_and_gradients():
     """With the head applied a chunk at a time (on CUDA by default), the prompt's last hidden state is the leaf the
     completions' backward fills, and the prompt forward carries it on."""
     policy = build_tiny_model(TinyModelConfig(hidden_size=32, num_layers=2, num_heads=4, intermediate_size=64),
