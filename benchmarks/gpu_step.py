@@ -9,14 +9,16 @@ len(completion) % 7. TRL is used as documented: GRPOConfig(per_device_train_batc
 gradient_accumulation_steps=2, num_generations=8, max_completion_length=256, bf16=True, beta=0.0,
 gradient_checkpointing=True, generation_kwargs={"min_new_tokens": 256}). rlvr: rollout.engine=auto (the static
 engine on CUDA) with rollout.compile_layers (--no-compile-layers: without), micro-batches of --micro-batch
-sequences. Reported: median seconds per step after --warmup steps, peak GPU memory (torch.cuda.max_memory_allocated
+sequences (several values: one rlvr run each; TRL's forward takes 64 sequences at once, and each micro-batch pays
+its kernel launches once, eight times a step at 16, four at 32, while activations grow with it). Reported: median seconds per step after --warmup steps, peak GPU memory (torch.cuda.max_memory_allocated
 over the training steps; for rlvr the largest of its per-phase peaks, perf/*_peak_mem_gib), the ratios the issue
 asks for (TRL / rlvr step time, rlvr / TRL peak memory), and rlvr's phases (generation, forward-backward, optimizer
-seconds; peak memory while generating and while updating). The rlvr side then resumes its final checkpoint for one
-more step.
+seconds; peak memory while generating and while updating). The first rlvr run then resumes its final checkpoint
+for one more step.
 
 Run:  python benchmarks/gpu_step.py                   (6 steps each, median of the last 4)
       python benchmarks/gpu_step.py --steps 8 --json out.json
+      python benchmarks/gpu_step.py --micro-batch 32 16   (rlvr at both micro-batch sizes, TRL once)
 """
 
 from __future__ import annotations
@@ -78,9 +80,11 @@ def run_rlvr(args, root: Path) -> dict:
     capture_s = getattr(trainer.engine, "capture_s", None)
     del trainer
     torch.cuda.empty_cache()
-    resumed = Trainer(config(args.steps + 1), resume="auto")
-    resumed_from = resumed.step
-    resumed.fit()
+    resumed_from = None
+    if args.resume:
+        resumed = Trainer(config(args.steps + 1), resume="auto")
+        resumed_from = resumed.step
+        resumed.fit()
     steps = sorted((r for r in read_jsonl(out / "metrics.jsonl") if "perf/step_s" in r), key=lambda r: r["step"])
     times = [r["perf/step_s"] for r in steps[: args.steps]]
     phases = {name: [r.get(f"perf/{name}") for r in steps[: args.steps]] for name in PHASES}
@@ -144,58 +148,72 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--warmup", type=int, default=2, help="first steps left out of the median (capture, warm-up)")
-    ap.add_argument("--micro-batch", type=int, default=16, help="rlvr's optim.micro_batch_size (sequences)")
+    ap.add_argument("--micro-batch", type=int, nargs="+", default=[32],
+                    help="rlvr's optim.micro_batch_size (sequences); several values run rlvr once for each, the "
+                         "resume check after the first only")
     ap.add_argument("--engine", default="auto", help="rlvr's rollout.engine")
     ap.add_argument("--compile-layers", action=argparse.BooleanOptionalAction, default=True,
                     help="rlvr's rollout.compile_layers (default: on)")
+    ap.add_argument("--resume", action=argparse.BooleanOptionalAction, default=True,
+                    help="rlvr: resume the final checkpoint for one more step (used internally)")
     ap.add_argument("--side-timeout", type=float, default=None, help="seconds each side may run (default: no limit)")
     ap.add_argument("--side", choices=["rlvr", "trl"], default=None, help="run one side only (used internally)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     require_cuda("benchmarks/gpu_step.py")
     if args.side:
+        args.micro_batch = args.micro_batch[0]
         with tempfile.TemporaryDirectory() as tmp:
             result = (run_rlvr if args.side == "rlvr" else run_trl)(args, Path(tmp))
         Path(args.json).write_text(json.dumps(result))
         return
+    sides = [(f"rlvr mb={m}", "rlvr", m, i == 0) for i, m in enumerate(args.micro_batch)] + [("trl", "trl", 0, False)]
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for side in ("rlvr", "trl"):
-            path = Path(tmp) / f"{side}.json"
+        for i, (name, side, micro, resume) in enumerate(sides):
+            path = Path(tmp) / f"{i}.json"
             command = [sys.executable, __file__, "--side", side, "--json", str(path), "--steps", str(args.steps),
-                       "--micro-batch", str(args.micro_batch), "--engine", args.engine,
-                       "--compile-layers" if args.compile_layers else "--no-compile-layers"]
-            print(f"--- {side}: {' '.join(command[1:])}", flush=True)
+                       "--micro-batch", str(micro), "--engine", args.engine,
+                       "--compile-layers" if args.compile_layers else "--no-compile-layers",
+                       "--resume" if resume else "--no-resume"]
+            print(f"--- {name}: {' '.join(command[1:])}", flush=True)
             code = run_side(command, args.side_timeout)
             if code != 0 or not path.exists():
-                print(f"{side} failed (exit code {code})", flush=True)
+                print(f"{name} failed (exit code {code})", flush=True)
                 continue
             r = json.loads(path.read_text())
             r["median_step_s"] = statistics.median(r["step_s"][args.warmup :] or r["step_s"])
-            results[side] = r
-            print(f"{side}: steps {[round(t, 2) for t in r['step_s']]} s, median {r['median_step_s']:.2f} s, peak "
+            results[name] = r
+            print(f"{name}: steps {[round(t, 2) for t in r['step_s']]} s, median {r['median_step_s']:.2f} s, peak "
                   f"{r['peak_mem_GiB']:.2f} GiB", flush=True)
     print(f"\n{PROMPTS} prompts x {SAMPLES} samples x {NEW_TOKENS} new tokens, Qwen2.5-0.5B-shaped bf16, "
           f"{torch.cuda.get_device_name()}, torch {torch.__version__}")
-    print(f"{'side':<6} {'median s/step':>14} {'peak GiB':>9}")
-    for side, r in results.items():
-        print(f"{side:<6} {r['median_step_s']:>14.2f} {r['peak_mem_GiB']:>9.2f}")
-    if len(results) == 2:
-        rl, trl = results["rlvr"], results["trl"]
-        speedup, memory = trl["median_step_s"] / rl["median_step_s"], rl["peak_mem_GiB"] / trl["peak_mem_GiB"]
-        print(f"TRL / rlvr median step time: {speedup:.2f}x (issue 14 asks >= 5); rlvr / TRL peak memory: "
-              f"{memory:.2f} (asks <= 1)")
-    if "rlvr" in results:
-        r = results["rlvr"]
-        print(f"rlvr: engine {r['engine']} (compiled layers: {args.compile_layers}), capture {r['capture_s']} s; "
-              f"resumed from step {r['resumed_from_step']} to step {r['last_step']}; medians after warm-up:")
-        for name in PHASES:
-            values = [v for v in r[name][args.warmup :] if v is not None]
-            if values:
-                print(f"  {name:<20} {statistics.median(values):8.2f}")
+    summary(results, args)
     if args.json:
         Path(args.json).write_text(json.dumps({"device": torch.cuda.get_device_name(), "results": results},
                                               indent=2))
+
+
+def summary(results: dict, args) -> None:
+    """Each side's median step and peak, the ratios against TRL, and each rlvr run's phases."""
+    trl = results.get("trl")
+    print(f"{'side':<10} {'median s/step':>14} {'peak GiB':>9} {'TRL / side time':>16} {'side / TRL memory':>18}")
+    for name, r in results.items():
+        ratios = (f"{trl['median_step_s'] / r['median_step_s']:>15.2f}x {r['peak_mem_GiB'] / trl['peak_mem_GiB']:>18.2f}"
+                  if trl and name != "trl" else "")
+        print(f"{name:<10} {r['median_step_s']:>14.2f} {r['peak_mem_GiB']:>9.2f} {ratios}")
+    print("issue 29 asks TRL / rlvr step time >= 5 and rlvr / TRL peak memory <= 1")
+    for name, r in results.items():
+        if name == "trl":
+            continue
+        resumed = (f"resumed from step {r['resumed_from_step']} to step {r['last_step']}" if r["resumed_from_step"]
+                   is not None else "no resume check")
+        print(f"{name}: engine {r['engine']} (compiled layers: {args.compile_layers}), capture {r['capture_s']} s; "
+              f"{resumed}; medians after warm-up:")
+        for phase in PHASES:
+            values = [v for v in r[phase][args.warmup :] if v is not None]
+            if values:
+                print(f"  {phase:<20} {statistics.median(values):8.2f}")
 
 
 if __name__ == "__main__":

@@ -280,3 +280,27 @@ def test_inverse_cdf_draws_each_token_with_its_probability_and_never_a_zero():
     assert freq[[0, 2, 5]].sum() == 0
     edges = inverse_cdf(probs.expand(2, -1), torch.tensor([0.0, 1.0 - 2 ** -24]))
     assert edges.tolist() == [1, 4]
+
+
+def test_inverse_cdf_in_blocks_draws_what_one_search_over_the_whole_row_draws():
+    """Over a vocabulary of several blocks (and a partial last one), with unnormalised weights and zeros at block
+    edges, the two-level draw picks the token a float64 search over the whole row picks at the same uniform number
+    (all but boundary ties, which float32 block sums may move), never a zero, and the first/last non-zero token at
+    the ends of [0, 1)."""
+    from rlvr.rollout.static import CDF_BLOCK, inverse_cdf
+
+    vocab, rows = 3 * CDF_BLOCK + 77, 20_000
+    g = torch.Generator().manual_seed(1)
+    weights = torch.rand(rows, vocab, generator=g) ** 4 * 7.0
+    zeros = [0, 1, CDF_BLOCK - 1, CDF_BLOCK, 2 * CDF_BLOCK + 5, 3 * CDF_BLOCK, vocab - 1]
+    weights[:, zeros] = 0.0
+    weights[: rows // 2, CDF_BLOCK : 2 * CDF_BLOCK] = 0.0  # a whole block without weight in half of the rows
+    uniform = torch.rand(rows, generator=g)
+    drawn = inverse_cdf(weights, uniform)
+    cdf = weights.double().cumsum(-1)
+    reference = torch.searchsorted(cdf, (uniform.double() * cdf[:, -1])[:, None], right=True).squeeze(-1)
+    assert (drawn == reference).double().mean() > 0.999
+    assert (weights.gather(-1, drawn[:, None]) > 0).all()
+    assert not ((drawn >= CDF_BLOCK) & (drawn < 2 * CDF_BLOCK))[: rows // 2].any()
+    edges = inverse_cdf(weights[:2], torch.tensor([0.0, 1.0 - 2 ** -24]))
+    assert edges.tolist() == [2, vocab - 2]

@@ -16,7 +16,9 @@ LEAN_CHUNK_POSITIONS = 256  # token positions per fp32 chunk in the lean path: 2
 
 
 def _chunk_logits(rows: torch.Tensor, weight: torch.Tensor | None, temperature: float) -> torch.Tensor:
-    return (rows if weight is None else torch.nn.functional.linear(rows, weight)).float() / temperature
+    """A chunk's fp32 logits / temperature (no division pass over the vocabulary at temperature 1)."""
+    z = (rows if weight is None else torch.nn.functional.linear(rows, weight)).float()
+    return z if temperature == 1.0 else z / temperature
 
 
 class TokenLogprobs(torch.autograd.Function):
@@ -55,7 +57,7 @@ class TokenLogprobs(torch.autograd.Function):
             rows = flat[s : s + ctx.chunk]
             d = torch.exp(_chunk_logits(rows, weight, ctx.temperature) - lse[s : s + ctx.chunk, None])
             d.mul_(-g[s : s + ctx.chunk, None]).scatter_add_(-1, ids[s : s + ctx.chunk, None], g[s : s + ctx.chunk, None])
-            d = d.div_(ctx.temperature).to(x.dtype)  # d logp / d logits of this chunk
+            d = (d if ctx.temperature == 1.0 else d.div_(ctx.temperature)).to(x.dtype)  # d logp / d logits here
             if weight is None:
                 grad_x[s : s + ctx.chunk] = d
                 continue

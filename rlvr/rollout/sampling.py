@@ -25,25 +25,47 @@ def filter_logits(logits: torch.Tensor, top_k: int, top_p: float) -> torch.Tenso
     return logits
 
 
+def banned_tokens(step: int, params: SamplingParams, eos: torch.Tensor) -> torch.Tensor | None:
+    """Token ids that may not be drawn at `step`: EOS before min_new_tokens and `suppress_tokens` (sampling
+    constraints, like top-k: not in the logprobs); None when there are none."""
+    banned = [eos] if step < params.min_new_tokens else []
+    if params.suppress_tokens:
+        banned.append(torch.tensor(params.suppress_tokens, device=eos.device))
+    return torch.cat(banned) if len(banned) > 1 else (banned[0] if banned else None)
+
+
 def next_tokens(logits: torch.Tensor, step: int, params: SamplingParams, eos: torch.Tensor,
                 draw: Callable[[torch.Tensor], torch.Tensor]
                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """The next token of every row (drawn by `draw` from the truncated probabilities, or greedy), its logprob under
-    log_softmax(logits / T) before top-k/top-p and min-new-tokens, and that distribution's entropy when asked."""
-    scaled = logits.float() / params.temperature
-    logp_all = torch.log_softmax(scaled, dim=-1)
-    sample_from = scaled
-    if step < params.min_new_tokens:  # a sampling constraint, like top-k: not in the logprobs
-        sample_from = scaled.index_fill(-1, eos, float("-inf"))
-    if params.suppress_tokens:  # likewise
-        sample_from = sample_from.index_fill(-1, torch.tensor(params.suppress_tokens, device=logits.device),
-                                             float("-inf"))
-    if params.greedy:
-        tok = sample_from.argmax(-1)
+    log_softmax(logits / temperature) before top-k/top-p and min-new-tokens, and that distribution's entropy when
+    asked.
+
+    At a 150k vocabulary the passes over the [rows, vocabulary] logits weigh on a decode step beside the model, so
+    plain sampling (no top-k/top-p), the rollout's case, makes few: one log-softmax in float32 (straight from
+    half-precision logits at temperature 1), its exp, which is both the entropy's weights and the probabilities
+    `draw` gets (banned tokens zeroed in place), and the entropy's product."""
+    eos = eos.to(logits.device)
+    banned = banned_tokens(step, params, eos)
+    if params.temperature == 1.0:
+        logp_all = torch.log_softmax(logits, dim=-1, dtype=torch.float32)
     else:
-        tok = draw(filter_logits(sample_from, params.top_k, params.top_p).softmax(-1))
+        logp_all = torch.log_softmax(logits.float() / params.temperature, dim=-1)
+    probs = logp_all.exp()
+    entropy = -(probs * logp_all).sum(-1) if params.return_entropy else None
+    if params.greedy or params.top_k or params.top_p < 1.0:
+        scaled = logits.float() / params.temperature
+        if banned is not None:
+            scaled = scaled.index_fill(-1, banned, float("-inf"))
+        if params.greedy:
+            tok = scaled.argmax(-1)
+        else:
+            tok = draw(filter_logits(scaled, params.top_k, params.top_p).softmax(-1))
+    else:
+        if banned is not None:
+            probs.index_fill_(-1, banned, 0.0)
+        tok = draw(probs)
     logp = logp_all.gather(-1, tok[:, None]).squeeze(-1)
-    entropy = -(logp_all.exp() * logp_all).sum(-1) if params.return_entropy else None
     return tok, logp, entropy
 
 
