@@ -14,7 +14,8 @@ its kernel launches once, eight times a step at 16, four at 32, while activation
 over the training steps; for rlvr the largest of its per-phase peaks, perf/*_peak_mem_gib), the ratios the issue
 asks for (TRL / rlvr step time, rlvr / TRL peak memory), and rlvr's phases (generation, forward-backward, optimizer
 seconds; peak memory while generating and while updating). The first rlvr run then resumes its final checkpoint
-for one more step.
+for one more step; with --profile, it first trains one step more than timed, its generation and update under
+torch.profiler (how much of each the GPU is busy; the operators by GPU time).
 
 Run:  python benchmarks/gpu_step.py                   (6 steps each, median of the last 4)
       python benchmarks/gpu_step.py --steps 8 --json out.json
@@ -74,15 +75,17 @@ def run_rlvr(args, root: Path) -> dict:
             "tracking": {"output_dir": str(out), "console": True, "tensorboard": "off"},
         })
 
-    trainer = Trainer(config(args.steps))
+    total = args.steps + (1 if args.profile else 0)  # a profiled step, after the timed ones
+    trainer = Trainer(config(total))
     engine = type(trainer.engine).__name__
+    profiles = profile_last_step(trainer, total, args.profile, f"rlvr_mb{args.micro_batch}") if args.profile else {}
     trainer.fit()  # the final checkpoint is written after the last step, outside perf/step_s
     capture_s = getattr(trainer.engine, "capture_s", None)
     del trainer
     torch.cuda.empty_cache()
     resumed_from = None
     if args.resume:
-        resumed = Trainer(config(args.steps + 1), resume="auto")
+        resumed = Trainer(config(total + 1), resume="auto")
         resumed_from = resumed.step
         resumed.fit()
     steps = sorted((r for r in read_jsonl(out / "metrics.jsonl") if "perf/step_s" in r), key=lambda r: r["step"])
@@ -91,7 +94,29 @@ def run_rlvr(args, root: Path) -> dict:
     # The trainer resets the peak at each phase, so the training steps' peak is the largest of their phases'.
     peak = max(phases["gen_peak_mem_gib"] + phases["train_peak_mem_gib"])
     return {"step_s": times, **phases, "peak_mem_GiB": peak, "engine": engine, "capture_s": capture_s,
-            "resumed_from_step": resumed_from, "last_step": steps[-1]["step"]}
+            "resumed_from_step": resumed_from, "last_step": steps[-1]["step"], "profiles": profiles}
+
+
+def profile_last_step(trainer, step: int, folder: str, name: str) -> dict:
+    """Run step `step`'s generation (Trainer.rollout) and update (Trainer.update) under torch.profiler: how much of
+    each phase's wall time the GPU was busy (the rest is the host: Python, launches, waiting), and the operators
+    by GPU time (tables in `folder`). Returns {phase: figures}, filled when that step has run."""
+    from gpu_generate import profile_call
+
+    profiles: dict[str, dict] = {}
+    for phase in ("rollout", "update"):
+        original = getattr(trainer, phase)
+
+        def profiled(*a, _original=original, _phase=phase, **k):
+            if trainer.step != step:
+                return _original(*a, **k)
+            result = []
+            profiles[_phase] = profile_call(lambda: result.append(_original(*a, **k)),
+                                            f"{folder}/{name}_{_phase}.txt", f"rlvr step {step} {_phase}")
+            return result[0]
+
+        setattr(trainer, phase, profiled)
+    return profiles
 
 
 def run_trl(args, root: Path) -> dict:
@@ -156,6 +181,8 @@ def main() -> None:
                     help="rlvr's rollout.compile_layers (default: on)")
     ap.add_argument("--resume", action=argparse.BooleanOptionalAction, default=True,
                     help="rlvr: resume the final checkpoint for one more step (used internally)")
+    ap.add_argument("--profile", default=None,
+                    help="folder: the first rlvr run profiles one more step's generation and update there")
     ap.add_argument("--side-timeout", type=float, default=None, help="seconds each side may run (default: no limit)")
     ap.add_argument("--side", choices=["rlvr", "trl"], default=None, help="run one side only (used internally)")
     ap.add_argument("--json", default=None)
@@ -175,7 +202,8 @@ def main() -> None:
             command = [sys.executable, __file__, "--side", side, "--json", str(path), "--steps", str(args.steps),
                        "--micro-batch", str(micro), "--engine", args.engine,
                        "--compile-layers" if args.compile_layers else "--no-compile-layers",
-                       "--resume" if resume else "--no-resume"]
+                       "--resume" if resume else "--no-resume"] + (["--profile", args.profile] if resume and
+                                                                    args.profile else [])
             print(f"--- {name}: {' '.join(command[1:])}", flush=True)
             code = run_side(command, args.side_timeout)
             if code != 0 or not path.exists():
@@ -210,6 +238,9 @@ def summary(results: dict, args) -> None:
                    is not None else "no resume check")
         print(f"{name}: engine {r['engine']} (compiled layers: {args.compile_layers}), capture {r['capture_s']} s; "
               f"{resumed}; medians after warm-up:")
+        for phase, figures in r.get("profiles", {}).items():
+            print(f"  profiled step, {phase}: {figures['wall_s']:.3f} s wall, GPU busy {figures['gpu_busy_s']:.3f} s "
+                  f"({figures['gpu_busy_s'] / figures['wall_s']:.0%})")
         for phase in PHASES:
             values = [v for v in r[phase][args.warmup :] if v is not None]
             if values:

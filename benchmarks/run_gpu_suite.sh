@@ -35,9 +35,10 @@ run() {
   [ "$code" = 0 ] || status=1
 }
 if [ "$part" = step ] || [ "$part" = all ]; then
-  # rlvr at 32-sequence micro-batches (with the resume check) and at 16 (the first run's), TRL once
-  run gpu_step 250 python3 benchmarks/gpu_step.py --steps 4 --warmup 1 --micro-batch 32 16 --side-timeout 100 \
-    --json "$OUT/gpu_step.json"
+  # rlvr at 32-sequence micro-batches (with the resume check and a profiled fifth step) and at 16 (the first
+  # run's), TRL once
+  run gpu_step 260 python3 benchmarks/gpu_step.py --steps 4 --warmup 1 --micro-batch 32 16 --side-timeout 100 \
+    --profile "$OUT" --json "$OUT/gpu_step.json"
 fi
 if [ "$part" = generate ] || [ "$part" = all ]; then
   # the hf engine and transformers' dynamic-cache generate were measured once (docs/results.md): 5x slower, 70 s
