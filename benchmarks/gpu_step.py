@@ -10,7 +10,9 @@ gradient_accumulation_steps=2, num_generations=8, max_completion_length=256, bf1
 gradient_checkpointing=True, generation_kwargs={"min_new_tokens": 256}). rlvr: rollout.engine=auto (the static
 engine on CUDA) with rollout.compile_layers (--no-compile-layers: without), micro-batches of --micro-batch
 sequences (several values: one rlvr run each; TRL's forward takes 64 sequences at once, and each micro-batch pays
-its kernel launches once, eight times a step at 16, four at 32, while activations grow with it). Reported: median seconds per step after --warmup steps, peak GPU memory (torch.cuda.max_memory_allocated
+its kernel launches once, eight times a step at 16, four at 32, while activations grow with it); with
+--compile-training, one more rlvr run whose update goes through compiled decoder layers (model.compile_layers).
+Reported: median seconds per step after --warmup steps, peak GPU memory (torch.cuda.max_memory_allocated
 over the training steps; for rlvr the largest of its per-phase peaks, perf/*_peak_mem_gib), the ratios the issue
 asks for (TRL / rlvr step time, rlvr / TRL peak memory), and rlvr's phases (generation, forward-backward, optimizer
 seconds; peak memory while generating and while updating). The first rlvr run then resumes its final checkpoint
@@ -20,6 +22,7 @@ torch.profiler (how much of each the GPU is busy; the operators by GPU time).
 Run:  python benchmarks/gpu_step.py                   (6 steps each, median of the last 4)
       python benchmarks/gpu_step.py --steps 8 --json out.json
       python benchmarks/gpu_step.py --micro-batch 32 16   (rlvr at both micro-batch sizes, TRL once)
+      python benchmarks/gpu_step.py --compile-training     (and rlvr with its update compiled)
 """
 
 from __future__ import annotations
@@ -60,7 +63,8 @@ def run_rlvr(args, root: Path) -> dict:
     def config(steps: int):
         return build_config({
             "seed": 0, "steps": steps,
-            "model": {"name": str(root / "model"), "dtype": "bfloat16", "gradient_checkpointing": True},
+            "model": {"name": str(root / "model"), "dtype": "bfloat16", "gradient_checkpointing": True,
+                      "compile_layers": args.compile_training},
             "data": {"tasks": [{"name": "dataset", "args": {"path": str(root / "prompts.jsonl")}}],
                      "prompts_per_step": PROMPTS},
             "rollout": {"engine": args.engine, "samples_per_prompt": SAMPLES, "max_new_tokens": NEW_TOKENS,
@@ -177,6 +181,9 @@ def main() -> None:
                     help="rlvr's optim.micro_batch_size (sequences); several values run rlvr once for each, the "
                          "resume check after the first only")
     ap.add_argument("--engine", default="auto", help="rlvr's rollout.engine")
+    ap.add_argument("--compile-training", action="store_true",
+                    help="one more rlvr run (at the first micro-batch size, after TRL) with model.compile_layers: "
+                         "decoder layers compiled for the update")
     ap.add_argument("--compile-layers", action=argparse.BooleanOptionalAction, default=True,
                     help="rlvr's rollout.compile_layers (default: on)")
     ap.add_argument("--resume", action=argparse.BooleanOptionalAction, default=True,
@@ -194,14 +201,20 @@ def main() -> None:
             result = (run_rlvr if args.side == "rlvr" else run_trl)(args, Path(tmp))
         Path(args.json).write_text(json.dumps(result))
         return
-    sides = [(f"rlvr mb={m}", "rlvr", m, i == 0) for i, m in enumerate(args.micro_batch)] + [("trl", "trl", 0, False)]
+    # (name, side, micro-batch, resume check and profile, compiled update); TRL second, so a run cut short has the ratio
+    first, *others = args.micro_batch
+    sides = [(f"rlvr mb={first}", "rlvr", first, True, False), ("trl", "trl", 0, False, False)]
+    sides += [(f"rlvr mb={m}", "rlvr", m, False, False) for m in others]
+    if args.compile_training:
+        sides.append((f"rlvr mb={first} compiled", "rlvr", first, False, True))
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for i, (name, side, micro, resume) in enumerate(sides):
+        for i, (name, side, micro, resume, compiled) in enumerate(sides):
             path = Path(tmp) / f"{i}.json"
             command = [sys.executable, __file__, "--side", side, "--json", str(path), "--steps", str(args.steps),
                        "--micro-batch", str(micro), "--engine", args.engine,
                        "--compile-layers" if args.compile_layers else "--no-compile-layers",
+                       *(["--compile-training"] if compiled else []),
                        "--resume" if resume else "--no-resume"] + (["--profile", args.profile] if resume and
                                                                     args.profile else [])
             print(f"--- {name}: {' '.join(command[1:])}", flush=True)
@@ -225,11 +238,11 @@ def main() -> None:
 def summary(results: dict, args) -> None:
     """Each side's median step and peak, the ratios against TRL, and each rlvr run's phases."""
     trl = results.get("trl")
-    print(f"{'side':<10} {'median s/step':>14} {'peak GiB':>9} {'TRL / side time':>16} {'side / TRL memory':>18}")
+    print(f"{'side':<20} {'median s/step':>14} {'peak GiB':>9} {'TRL / side time':>16} {'side / TRL memory':>18}")
     for name, r in results.items():
         ratios = (f"{trl['median_step_s'] / r['median_step_s']:>15.2f}x {r['peak_mem_GiB'] / trl['peak_mem_GiB']:>18.2f}"
                   if trl and name != "trl" else "")
-        print(f"{name:<10} {r['median_step_s']:>14.2f} {r['peak_mem_GiB']:>9.2f} {ratios}")
+        print(f"{name:<20} {r['median_step_s']:>14.2f} {r['peak_mem_GiB']:>9.2f} {ratios}")
     print("issue 29 asks TRL / rlvr step time >= 5 and rlvr / TRL peak memory <= 1")
     for name, r in results.items():
         if name == "trl":

@@ -35,19 +35,19 @@ run() {
   [ "$code" = 0 ] || status=1
 }
 if [ "$part" = step ] || [ "$part" = all ]; then
-  # rlvr at 32-sequence micro-batches (with the resume check and a profiled fifth step) and at 16 (the first
-  # run's), TRL once
-  run gpu_step 260 python3 benchmarks/gpu_step.py --steps 4 --warmup 1 --micro-batch 32 16 --side-timeout 100 \
-    --profile "$OUT" --json "$OUT/gpu_step.json"
+  # rlvr at 32-sequence micro-batches (with the resume check and a profiled fifth step), TRL, rlvr at 16 (the
+  # first run's), rlvr at 32 with its update through compiled decoder layers (model.compile_layers)
+  run gpu_step 300 python3 benchmarks/gpu_step.py --steps 4 --warmup 1 --micro-batch 32 16 --compile-training \
+    --side-timeout 110 --profile "$OUT" --json "$OUT/gpu_step.json"
 fi
 if [ "$part" = generate ] || [ "$part" = all ]; then
   # the hf engine and transformers' dynamic-cache generate were measured once (docs/results.md): 5x slower, 70 s
-  run gpu_generate 120 python3 benchmarks/gpu_generate.py --skip hf dynamic --json "$OUT/gpu_generate.json" \
+  run gpu_generate 100 python3 benchmarks/gpu_generate.py --skip hf dynamic --json "$OUT/gpu_generate.json" \
     --profile "$OUT"
   run sampling_step 20 python3 benchmarks/sampling_step.py
 fi
 if [ "$part" = tests ] || [ "$part" = all ]; then
-  run gpu_tests 80 python3 -m pytest -q -s -m gpu -p no:cacheprovider --continue-on-collection-errors tests
+  run gpu_tests 60 python3 -m pytest -q -s -m gpu -p no:cacheprovider --continue-on-collection-errors tests
 fi
 if [ "$part" = quickstart ] || [ "$part" = all ]; then
   run quickstart 90 python3 -m rlvr quickstart --output /tmp/rlvr-quickstart

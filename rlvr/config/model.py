@@ -46,6 +46,9 @@ class ModelConfig(Section):
     attn_implementation: str | None = Field(None, description="e.g. 'sdpa', 'eager', 'flash_attention_2'.")
     gradient_checkpointing: bool = Field(False, description="Recompute activations in the backward pass (less memory, "
         "slower).")
+    compile_layers: bool = Field(False, description="torch.compile each decoder layer for the training passes (forward "
+        "with gradient and its backward; generation and no-grad scoring stay eager): fused elementwise kernels on a GPU "
+        "for a one-time compilation. rollout.compile_layers is the static engine's own (docs/engines.md).")
     trust_remote_code: bool = Field(False, description="Allow model/tokenizer code from the hub repository "
         "(transformers' trust_remote_code).")
     chat_template: Literal["auto", "always", "never"] = Field(

@@ -12,6 +12,7 @@ import torch
 from rlvr.config import RunConfig
 from rlvr.envs import make_tasks
 from rlvr.errors import DataError
+from rlvr.models.compile import compile_training_layers
 from rlvr.models.loading import (
     TINY,
     load_model,
@@ -219,6 +220,8 @@ def run_sft(cfg: RunConfig, stop: StopAtAccuracy | None = None) -> Path:
         model = load_model(cfg.model)
         tokenizer = load_tokenizer(cfg.model.tokenizer or model_source(cfg.model), cfg.model.trust_remote_code)
     model.to(resolve_device(cfg.model.device))
+    if cfg.model.compile_layers:
+        compile_training_layers(model)
     processor = load_processor(model_source(cfg.model), cfg.model.trust_remote_code) if is_vision_model(model) else None
     encode = make_prompt_encoder(tokenizer, processor, chat_template=cfg.model.chat_template,
                                  system_prompt=cfg.data.system_prompt, max_tokens=cfg.data.max_prompt_tokens,

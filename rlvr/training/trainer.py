@@ -39,6 +39,7 @@ from rlvr.envs import make_tasks
 from rlvr.errors import RlvrError
 from rlvr.evaluation.checks import eval_setting_warnings
 from rlvr.evaluation.evaluate import eval_completion_rows, eval_settings, run_evaluation, training_metrics
+from rlvr.models.compile import compile_training_layers
 from rlvr.models.loading import (
     TINY,
     load_model,
@@ -118,6 +119,8 @@ class Trainer:
         ensure_disk_space(self.out, checkpoint_bytes(model))
         self.parallel = make_parallel(model, strategy, cfg.model.device)
         self.model = self.parallel.model
+        if cfg.model.compile_layers:
+            compile_training_layers(self.model)
         self.memory = MemoryPeaks(self.parallel.device)
         self.ref_model = None  # with LoRA the reference is the policy with its adapters disabled
         # One prompt forward for a group's samples where the parallel strategy and the model allow it
