@@ -28,6 +28,7 @@ Run:  python benchmarks/gpu_step.py                   (6 steps each, median of t
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import signal
@@ -86,6 +87,7 @@ def run_rlvr(args, root: Path) -> dict:
     trainer.fit()  # the final checkpoint is written after the last step, outside perf/step_s
     capture_s = getattr(trainer.engine, "capture_s", None)
     del trainer
+    gc.collect()  # the trainer, its engine and model refer to each other: free them before the resumed one loads
     torch.cuda.empty_cache()
     resumed_from = None
     if args.resume:
