@@ -88,3 +88,14 @@ def test_compiled_layers_give_the_eager_logprobs_and_gradients_under_checkpointi
         assert torch.allclose(grad_c, grad_e, atol=1e-5, rtol=1e-4)
         assert grad_e.abs().max() > 1  # gradients that say something
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == 1
+    copied = copy.deepcopy(compiled)  # a copy's layers run its own weights, compiled
+    with torch.no_grad():
+        for p in copied.parameters():
+            p.mul_(0.5)
+    copied.zero_grad(set_to_none=True)
+    compiled.zero_grad(set_to_none=True)
+    logp_copy, _ = completion_logprobs(copied, ids, mask, 8, 1.0)
+    assert not torch.allclose(logp_copy, logp_c, atol=1e-3)
+    logp_copy.sum().backward()
+    assert all(p.grad is not None for p in copied.parameters())
+    assert all(p.grad is None for p in compiled.parameters())

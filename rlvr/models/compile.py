@@ -24,18 +24,20 @@ def decoder_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
     return [m for m in model.modules() if isinstance(m, GradientCheckpointingLayer)]
 
 
-def _by_grad_mode(compiled, eager, *args, **kwargs):
-    return (compiled if torch.is_grad_enabled() else eager)(*args, **kwargs)
+def _by_grad_mode(compiled, layer: torch.nn.Module, *args, **kwargs):
+    return (compiled if torch.is_grad_enabled() else type(layer).forward)(layer, *args, **kwargs)
 
 
 def compile_training_layers(model: torch.nn.Module) -> int:
-    """Route each decoder layer's forward with gradient through torch.compile; returns how many layers."""
+    """Route each decoder layer's forward with gradient through torch.compile (the class's forward, compiled once
+    per class, with the layer as its argument, so a deep copy of the model calls its own layers); returns how many
+    layers."""
     layers = decoder_layers(model)
     if not layers:
         raise ConfigError(f"model.compile_layers=true compiles the policy's decoder layers, but {type(model).__name__} "
                           f"has none that transformers marks as such (GradientCheckpointingLayer). Set "
                           f"model.compile_layers=false.")
+    compiled = {cls: torch.compile(cls.forward, dynamic=True) for cls in {type(layer) for layer in layers}}
     for layer in layers:
-        eager = layer.forward
-        layer.forward = partial(_by_grad_mode, torch.compile(eager, dynamic=True), eager)
+        layer.forward = partial(_by_grad_mode, compiled[type(layer)], layer)
     return len(layers)

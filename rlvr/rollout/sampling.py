@@ -51,9 +51,10 @@ def next_tokens(logits: torch.Tensor, step: int, params: SamplingParams, eos: to
         logp_all = torch.log_softmax(logits, dim=-1, dtype=torch.float32)
     else:
         logp_all = torch.log_softmax(logits.float() / params.temperature, dim=-1)
-    probs = logp_all.exp()
+    plain = not (params.greedy or params.top_k or params.top_p < 1.0)
+    probs = logp_all.exp() if plain or params.return_entropy else None
     entropy = -(probs * logp_all).sum(-1) if params.return_entropy else None
-    if params.greedy or params.top_k or params.top_p < 1.0:
+    if not plain:
         scaled = logits.float() / params.temperature
         if banned is not None:
             scaled = scaled.index_fill(-1, banned, float("-inf"))

@@ -48,8 +48,6 @@ FAMILIES = ("llama", "qwen2", "qwen3", "mistral")
 # a table computed once would differ from the model's own forward.
 LENGTH_DEPENDENT_ROPE = ("dynamic", "longrope")
 COLUMN_MULTIPLE_CUDA = 64  # cache columns are rounded up on CUDA so varying prompt lengths reuse captured graphs
-
-
 CDF_BLOCK = 1024  # vocabulary entries per block of inverse_cdf's first level
 
 
