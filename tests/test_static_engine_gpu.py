@@ -99,3 +99,18 @@ def test_compiled_layers_are_token_identical_to_the_hf_engine(tokenizer):
     static.compile_layers()
     assert token_ids(static.generate(prompts, params)) == token_ids(
         make_engine("hf", model, tokenizer, 64).generate(prompts, params))
+
+
+def test_the_two_level_draw_on_cuda_picks_what_it_picks_on_a_cpu():
+    """inverse_cdf over Qwen's vocabulary size (148 full blocks and a partial one) with EOS zeroed: the CUDA kernels
+    (float32 block sums, float64 searches) draw the CPU's tokens at the same uniforms, boundary ties aside, and
+    never a zero-weight token."""
+    from rlvr.rollout.static import inverse_cdf
+
+    g = torch.Generator().manual_seed(0)
+    weights = torch.softmax(3 * torch.randn(512, 151_936, generator=g), -1)
+    weights[:, 0] = 0.0
+    uniform = torch.rand(512, generator=g)
+    on_cpu, on_cuda = inverse_cdf(weights, uniform), inverse_cdf(weights.cuda(), uniform.cuda()).cpu()
+    assert (on_cpu == on_cuda).double().mean() > 0.99
+    assert (weights.gather(-1, on_cuda[:, None]) > 0).all()
