@@ -8,6 +8,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 from rlvr.errors import ConfigError
 from rlvr.models.compile import compile_training_layers, decoder_layers
+from rlvr.models.loading import enable_activation_checkpointing
 from rlvr.models.logprobs import completion_logprobs
 
 
@@ -65,9 +66,7 @@ def test_compiled_layers_give_the_eager_logprobs_and_gradients_under_checkpointi
     import torch._dynamo
 
     eager = small_llama()
-    # renamed activation checkpointing in transformers 5.2x
-    enable = getattr(eager, "activation_checkpointing_enable", None) or eager.gradient_checkpointing_enable
-    enable()
+    enable_activation_checkpointing(eager)
     compiled = copy.deepcopy(eager)
     torch._dynamo.reset()
     torch._dynamo.utils.counters.clear()

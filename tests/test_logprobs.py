@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from rlvr.config import TinyModelConfig
-from rlvr.models.loading import build_tiny_model, train_tokenizer
+from rlvr.models.loading import build_tiny_model, enable_activation_checkpointing, train_tokenizer
 from rlvr.models.logprobs import TokenLogprobs, completion_logprobs
 
 
@@ -86,7 +86,7 @@ def test_the_chunked_head_gives_the_logits_paths_values_and_gradients_under_chec
     tok = train_tokenizer([f"{a}+{b}={a + b}" for a in range(10) for b in range(10)], 40)
     model = build_tiny_model(TinyModelConfig(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64), tok, 0)
     model = model.to(torch.bfloat16)
-    (getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable)()
+    enable_activation_checkpointing(model)
     model.train()
     ids = torch.tensor([tok("3+4=7")["input_ids"], tok("1+1=2")["input_ids"]])
     mask = torch.ones_like(ids)

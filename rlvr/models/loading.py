@@ -168,6 +168,12 @@ def load_tokenizer(name: str, trust_remote_code: bool = False) -> PreTrainedToke
     return tok
 
 
+def enable_activation_checkpointing(model: PreTrainedModel) -> None:
+    """Recompute each decoder layer's activations in backward (transformers' gradient checkpointing, renamed
+    activation checkpointing in transformers 5.2x)."""
+    (getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable)()
+
+
 def load_model(cfg: ModelConfig, name: str | None = None) -> PreTrainedModel:
     """The model `name` (default model.name, with model.gguf_file) loaded as cfg says (dtype, attention,
     gradient checkpointing)."""
@@ -185,9 +191,8 @@ def load_model(cfg: ModelConfig, name: str | None = None) -> PreTrainedModel:
         raise RlvrError(
             f"Could not load model '{name}': {e}\nGive a local HF directory, or a hub name reachable from this machine."
         ) from None
-    if cfg.gradient_checkpointing:  # renamed activation checkpointing in transformers 5.2x
-        enable = getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
-        enable()
+    if cfg.gradient_checkpointing:
+        enable_activation_checkpointing(model)
         model.config.use_cache = False
     if cfg.freeze_vision and is_vision_model(model):
         freeze_vision(model)

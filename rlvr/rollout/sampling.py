@@ -45,7 +45,6 @@ def next_tokens(logits: torch.Tensor, step: int, params: SamplingParams, eos: to
     plain sampling (no top-k/top-p), the rollout's case, makes few: one log-softmax in float32 (straight from
     half-precision logits at temperature 1), its exp, which is both the entropy's weights and the probabilities
     `draw` gets (banned tokens zeroed in place), and the entropy's product."""
-    eos = eos.to(logits.device)
     banned = banned_tokens(step, params, eos)
     if params.temperature == 1.0:
         logp_all = torch.log_softmax(logits, dim=-1, dtype=torch.float32)
