@@ -11,6 +11,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from rlvr.watchdog import WATCH
+
 
 def is_distributed() -> bool:
     return dist.is_available() and dist.is_initialized()
@@ -61,9 +63,15 @@ def end_processes() -> None:
         dist.destroy_process_group()
 
 
+def _collective(name: str):
+    """The watchdog's wait for a collective: what this rank waits for, in a stall line."""
+    return WATCH.waiting(f"rank {rank()} of {world_size()}: the other ranks at {name}")
+
+
 def barrier() -> None:
     if is_distributed():
-        dist.barrier()
+        with _collective("a barrier"):
+            dist.barrier()
 
 
 def shard(count: int) -> range:
@@ -82,7 +90,8 @@ def all_reduce_tensor(t: torch.Tensor) -> torch.Tensor:
     if dist.get_backend() == "nccl" and not t.is_cuda:
         t.copy_(all_reduce_tensor(t.cuda()))
     else:
-        dist.all_reduce(t)
+        with _collective("an all-reduce"):
+            dist.all_reduce(t)
     return t
 
 
@@ -109,7 +118,8 @@ def all_gather_objects(obj: Any) -> list[Any]:
     if not is_distributed():
         return [obj]
     out: list[Any] = [None] * world_size()
-    dist.all_gather_object(out, obj)
+    with _collective("an all-gather"):
+        dist.all_gather_object(out, obj)
     return out
 
 
@@ -124,7 +134,8 @@ def sum_gradients(model: torch.nn.Module) -> None:
         if p.grad is None:
             p.grad = torch.zeros_like(p)
     flat = torch.cat([p.grad.reshape(-1) for p in params])
-    dist.all_reduce(flat)
+    with _collective("the gradient all-reduce"):
+        dist.all_reduce(flat)
     offset = 0
     for p in params:
         p.grad.copy_(flat[offset : offset + p.numel()].view_as(p.grad))

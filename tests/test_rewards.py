@@ -2,6 +2,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -9,8 +10,8 @@ import pytest
 
 from rlvr.cli.main import main
 from rlvr.config import build_config
-from rlvr.rewards.failures import FailureBudget, RewardFailure
-from rlvr.rewards.pool import RewardPool, RewardRequest
+from rlvr.rewards.failures import FailureBudget, RewardFailure, RewardTimeoutLoop
+from rlvr.rewards.pool import RewardLoad, RewardPool, RewardRequest
 from rlvr.tasks import make_task
 from rlvr.training.trainer import Trainer
 
@@ -245,3 +246,64 @@ def test_a_reward_worker_starts_without_torch_or_transformers():
             "sorted({'torch', 'transformers'} & set(sys.modules)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "1.0 []"  # scored, and neither library loaded
+
+
+SLOW_IMPORT = textwrap.dedent(
+    """
+    import time
+    time.sleep({sleep})  # a heavy import (torch, a tokenizer, a model) on a cold machine
+
+    def length(prompt, completion, **fields):
+        return float(len(completion))
+    """
+)
+
+
+def test_loading_is_not_scoring_a_slow_import_never_counts_against_an_item(tmp_path):
+    """A reward whose module takes three times the item limit to import: loaded before the worker reports ready (and
+    a function first met in a request is loaded before its item's clock starts), so no item times out."""
+    (tmp_path / "slow.py").write_text(SLOW_IMPORT.format(sleep=3.0))
+    (tmp_path / "late.py").write_text(SLOW_IMPORT.format(sleep=3.0))
+    with RewardPool(num_workers=1, timeout_s=1.0) as pool:
+        pool.start([RewardLoad(f"{tmp_path}/slow.py:length", label="slow")])
+        loaded = pool.wait_ready()
+        assert list(loaded) == ["slow"] and loaded["slow"] >= 3.0
+        out = pool.score(requests(f"{tmp_path}/slow.py:length", ["1", "2"])
+                         + [RewardRequest(9, f"{tmp_path}/late.py:length", "p", "abc", label="late")])
+        assert [out[k].status for k in (0, 1, 9)] == ["ok", "ok", "ok"] and out[9].value == 3.0
+        assert pool.timeouts == pool.restarts == 0 and pool.load_s["late"] >= 3.0
+
+
+def test_a_reward_that_fails_to_import_stops_at_start_naming_the_file_line_and_exception(tmp_path):
+    (tmp_path / "broken.py").write_text("import os\n\nvalue = undefined_name + 1\n\ndef f(prompt, completion, **_):\n"
+                                        "    return 1.0\n")
+    with RewardPool(num_workers=2, timeout_s=1.0) as pool:
+        pool.start([RewardLoad(f"{tmp_path}/broken.py:f", label="'f' (broken.py:f)")])
+        with pytest.raises(RewardFailure, match=r"'f' \(broken.py:f\) failed to load in a reward worker: .*NameError: "
+                                                r"name 'undefined_name' is not defined \(at .*broken.py line 3\)"):
+            pool.wait_ready()
+
+
+def test_loading_longer_than_its_own_limit_stops_with_the_setting_to_change(tmp_path):
+    (tmp_path / "slow.py").write_text(SLOW_IMPORT.format(sleep=30))
+    with RewardPool(num_workers=1, timeout_s=1.0, load_timeout_s=2.0) as pool:
+        pool.start([RewardLoad(f"{tmp_path}/slow.py:length", label="slow")])
+        t = time.monotonic()
+        with pytest.raises(RewardFailure, match=r"did not finish loading slow within rewards.load_timeout_s=2 s"):
+            pool.wait_ready()
+        assert time.monotonic() - t < 10
+
+
+def test_items_that_keep_timing_out_stop_the_pool_naming_the_reward_limit_and_times(reward_file):
+    with RewardPool(num_workers=2, timeout_s=1.0, max_timeouts_in_a_row=3) as pool:
+        t = time.monotonic()
+        with pytest.raises(RewardTimeoutLoop) as caught:
+            pool.score(requests(f"{reward_file}:hangs_on_odd", ["1", "3", "5", "7", "9", "11", "13", "15"]))
+        assert time.monotonic() - t < 30  # not 8 items x 2 attempts x 1 s, let alone for ever
+    message = str(caught.value)
+    assert "flaky.py:hangs_on_odd" in message and "3 items in a row timed out at rewards.timeout_s=1 s" in message
+    assert "none of its items has finished yet" in message and "Raise rewards.timeout_s" in message
+    # one item that finishes in between starts the count again: 2 hangs, a finished item, 2 hangs never stop it
+    with RewardPool(num_workers=1, timeout_s=1.0, max_timeouts_in_a_row=3) as pool:
+        out = pool.score(requests(f"{reward_file}:hangs_on_odd", ["1", "3", "2", "5", "7"]))
+    assert [out[i].status for i in range(5)] == ["timeout", "timeout", "ok", "timeout", "timeout"]

@@ -157,7 +157,16 @@ class RewardsConfig(Section):
         description="Reward functions summed with their weights; 'task' is the task's verifier (always scored: it "
         "defines accuracy)."
     )
-    timeout_s: float = Field(10.0, gt=0, description="Per-item wall-clock limit.")
+    timeout_s: float = Field(10.0, gt=0, description="Per-item wall-clock limit on scoring (loading a reward "
+                             "function is not counted: load_timeout_s).")
+    load_timeout_s: float = Field(600.0, gt=0, description="How long a reward worker may take to load the reward "
+                                  "functions (import a file or module, a judge's or reward model's weights) before "
+                                  "it reports ready; workers start loading while the trainer loads the model, and a "
+                                  "function that fails to load stops the run at start.")
+    max_timeouts_in_a_row: int = Field(4, ge=0, description="Stop the run when this many items of one reward time "
+                                       "out in a row with no item of it finishing in between (the limit is too short "
+                                       "for it, or it hangs), instead of replacing workers for ever; 0, or "
+                                       "max_failure_rate 1 (tolerate every failure): never.")
     num_workers: int = Field(2, ge=1, description="Reward worker processes scoring in parallel (each item limited to "
         "timeout_s).")
     worker_max_memory_mb: int = Field(4096, ge=64, description="A worker whose resident memory grows past this "

@@ -42,6 +42,10 @@ class ClusterConfig(Section):
 class CheckpointConfig(Section):
     every_steps: int = Field(0, ge=0, description="0: only at the end.")
     keep_last: int = Field(2, ge=1, description="Checkpoints kept (older ones deleted; the best model is kept apart).")
+    stop_wait_s: float = Field(10.0, ge=0, description="After a first SIGINT/SIGTERM, how long a step that is "
+                               "waiting (on reward workers or rollout workers) may still wait; then the step is given "
+                               "up and the run stops with the checkpoint of the last finished step (a step that is "
+                               "computing finishes and is checkpointed as usual).")
 
 
 class EvalConfig(Section):

@@ -61,6 +61,10 @@ class TrackingConfig(Section):
         "this many steps and at the last step; 0: never.")
     log_completions_groups: int = Field(2, gt=0, description="Prompt groups (all their samples) logged each time.")
     report: bool = Field(True, description="Write <output_dir>/report.html at the end of the run (rlvr report).")
+    stall_warning_s: float = Field(60.0, ge=0, description="When nothing has progressed for this many seconds (no "
+                                   "token generated, reward scored or loaded, micro-batch trained, collective done), "
+                                   "print one line saying what the run is waiting for and since when, then again each "
+                                   "time the silence doubles; 0: never.")
     wandb: WandbSettings = WandbSettings()
     mlflow: MlflowSettings = MlflowSettings()
     trackio: TrackioSettings = TrackioSettings()

@@ -21,9 +21,9 @@ import torch
 from rlvr.config import NoiseCorrectionConfig, RewardFunctionConfig
 from rlvr.errors import ConfigError
 from rlvr.rewards.callables import pickle_reward
-from rlvr.rewards.loading import REWARDS, resolve_function
+from rlvr.rewards.loading import REWARDS
 from rlvr.rewards.noise import NoisyChannel
-from rlvr.rewards.pool import RewardOutcome, RewardPool, RewardRequest
+from rlvr.rewards.pool import RewardLoad, RewardOutcome, RewardPool, RewardRequest, spec_label
 from rlvr.tasks.base import Problem, Task
 
 
@@ -73,6 +73,15 @@ class Term:
     batched: bool
     uses_policy: bool = False  # scored in this process with the trainer's policy (rlvr.rewards.rlpr)
 
+    @property
+    def label(self) -> str:
+        """How messages name it: "'length' (rewards.py:length)"."""
+        return f"'{self.name}' ({spec_label(self.spec)})"
+
+
+def verifier_label(task: Task) -> str:
+    return f"verifier {spec_label(task.verifier)}"
+
 
 def sample_groups(samples: list[tuple[Task, Problem, str, dict]]) -> list[range]:
     """Row ranges of consecutive samples of the same problem."""
@@ -96,9 +105,10 @@ class RewardComposer:
             if callable(f.function):
                 spec = pickle_reward(f.function, f.metric_name)
             elif f.function != "task":
+                # A file or module is imported by the reward workers (and checked by the trainer at start-up:
+                # rlvr.rewards.loading.check_reward_functions), not here, so the workers can start loading first.
                 spec = f.function
-                function = resolve_function(f.function)  # fail early, in the parent, with a clear message
-                registered = function if f.function in REWARDS else None
+                registered = REWARDS.get(f.function) if f.function in REWARDS else None
             else:
                 spec = "task"
             batched = (f.batched or (registered is not None and registered.batched)) and spec != "task"
@@ -109,6 +119,13 @@ class RewardComposer:
         self.verifier = next(t for t in self.terms if t.spec == "task")
         self._lock = threading.Lock()  # one scoring at a time in the pool (background jobs and direct calls)
         self._background: ThreadPoolExecutor | None = None
+
+    def loads(self, tasks: list[Task]) -> list[RewardLoad]:
+        """What the reward workers load before the first request: every task's verifier and every reward function
+        scored in a worker (with its args, for what a registered reward preloads)."""
+        verifiers = {task.verifier: verifier_label(task) for task in tasks}
+        return ([RewardLoad(spec, {}, label) for spec, label in verifiers.items()] +
+                [RewardLoad(t.spec, t.args, t.label) for t in self.terms if t.spec != "task" and not t.uses_policy])
 
     def attach_policy(self, model, tokenizer, encode) -> None:
         """Lend the policy (model, tokenizer, prompt encoder) to the rewards that score with it (`rlpr`)."""
@@ -127,12 +144,14 @@ class RewardComposer:
     def _requests(self, term: Term, samples: list[tuple[Task, Problem, str, dict]], fields: list[dict],
                   groups: list[range]) -> list[RewardRequest]:
         if not term.batched:
-            return [RewardRequest((id(term), i), task.verifier if term.spec == "task" else term.spec, problem.prompt,
-                                  text, {**fields[i], **term.args})
+            verifier = term.spec == "task"
+            return [RewardRequest((id(term), i), task.verifier if verifier else term.spec, problem.prompt, text,
+                                  {**fields[i], **term.args}, label=verifier_label(task) if verifier else term.label)
                     for i, (task, problem, text, _) in enumerate(samples)]
         return [RewardRequest((id(term), g), term.spec, [samples[i][1].prompt for i in rows],
                               [samples[i][2] for i in rows],
-                              {**{k: [fields[i][k] for i in rows] for k in fields[rows[0]]}, **term.args}, batched=True)
+                              {**{k: [fields[i][k] for i in rows] for k in fields[rows[0]]}, **term.args}, batched=True,
+                              label=term.label)
                 for g, rows in enumerate(groups)]
 
     @staticmethod

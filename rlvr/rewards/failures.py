@@ -17,6 +17,19 @@ class RewardFailure(RlvrError):
     """A reward failed too often for the run to go on."""
 
 
+class RewardLoadError(RewardFailure):
+    """A reward function could not be loaded in a reward worker (its import raised, or took longer than
+    rewards.load_timeout_s): the run stops at start rather than scoring every sample 0."""
+
+
+class RewardTimeoutLoop(RewardFailure):
+    """One reward's items keep timing out on fresh workers: the time limit is too short for it, or it hangs."""
+
+
+class PoolClosed(RlvrError):
+    """The reward pool was closed while a scoring was waiting on it (the run is ending)."""
+
+
 class FailureBudget:
     """Per reward function: failures in a sliding window of samples, and totals for the end-of-run summary."""
 

@@ -19,7 +19,8 @@ Defences, on by default, each switchable so its effect can be measured (`rlvr ve
 
 Verdicts of identical (question, reference, reply) triples are cached per process; a call scores one prompt
 group in batches of `batch_size`. The judge runs in the reward workers like every reward, so its calls keep the
-per-item timeout and failure budget (rewards.timeout_s must cover loading the judge on a worker's first call).
+per-item timeout and failure budget; a worker loads the judge before it reports ready, so loading never counts
+against rewards.timeout_s (rewards.load_timeout_s limits it).
 """
 
 from __future__ import annotations
@@ -243,7 +244,7 @@ def shared_judge(settings_json: str) -> Judge:
     return Judge(JudgeSettings.model_validate_json(settings_json))
 
 
-@register_reward("judge", JudgeSettings, batched=True)
+@register_reward("judge", JudgeSettings, batched=True, preload=lambda s: shared_judge(s.model_dump_json()))
 def judge(prompts: list, completions: list[str], answer: list, **fields: Any) -> list[dict[str, float]]:
     """An LLM judge as a batched reward over a prompt group: 1 when the judge's P(yes) / (P(yes) + P(no)) for
     (question, reference answer, reply) reaches `threshold` (or that probability, with output=probability);

@@ -2,8 +2,10 @@
 named as 'package.module:function' or 'path/to/file.py:function'.
 
 A registered reward carries its settings schema (the `args` of its rewards.functions entry, validated at start-up),
-whether it is batched (called once per prompt group with lists), and whether it scores with the policy itself
-(computed in the trainer's process, not in a reward worker)."""
+whether it is batched (called once per prompt group with lists), whether it scores with the policy itself
+(computed in the trainer's process, not in a reward worker), and what it loads before its first call (a judge's or
+reward model's weights: `preload`, run by a reward worker before it reports ready, so loading never counts against
+an item's time limit)."""
 
 from __future__ import annotations
 
@@ -22,11 +24,14 @@ from rlvr.registry import Registry
 REWARDS: Registry[Callable] = Registry("reward")
 
 
-def register_reward(name: str, settings: type[BaseModel], batched: bool = False, uses_policy: bool = False):
-    """Register a shipped reward under `name`, with the schema of its `args` (`settings`)."""
+def register_reward(name: str, settings: type[BaseModel], batched: bool = False, uses_policy: bool = False,
+                    preload: Callable[[BaseModel], object] | None = None):
+    """Register a shipped reward under `name`, with the schema of its `args` (`settings`); `preload(settings)` loads
+    what its calls will use (kept by the reward's own cache)."""
 
     def add(function: Callable) -> Callable:
         function.settings, function.batched, function.uses_policy = settings, batched, uses_policy
+        function.preload = preload
         return REWARDS.register(name)(function)
 
     return add
@@ -58,17 +63,39 @@ def resolve_function(spec: str) -> Callable:
         module_spec = importlib.util.spec_from_file_location(mod_name, path)
         module = importlib.util.module_from_spec(module_spec)
         sys.modules[mod_name] = module
-        module_spec.loader.exec_module(module)
+        try:
+            module_spec.loader.exec_module(module)
+        except Exception as e:
+            del sys.modules[mod_name]
+            raise ConfigError(f"Reward file '{target}' (from '{spec}') failed while importing: "
+                              f"{import_failure(e, path)}") from None
     else:
         try:
             module = importlib.import_module(target)
         except ImportError as e:
             raise ConfigError(f"Cannot import module '{target}' for reward '{spec}': {e}") from None
+        except Exception as e:
+            raise ConfigError(f"Module '{target}' (from reward '{spec}') failed while importing: "
+                              f"{import_failure(e)}") from None
     func = getattr(module, func_name, None)
     if not callable(func):
         names = [n for n in dir(module) if callable(getattr(module, n)) and not n.startswith("_")]
         raise ConfigError(f"'{target}' has no function '{func_name}'.{did_you_mean(func_name, names)}")
     return func
+
+
+def import_failure(error: BaseException, path: Path | None = None) -> str:
+    """'NameError: name 'x' is not defined (at reward.py line 3)': the exception and the deepest line of the
+    reward's own file (or of any file, without `path`) it came from."""
+    import traceback
+
+    frames = traceback.extract_tb(error.__traceback__)
+    if isinstance(error, SyntaxError) and error.filename:
+        where = f" (at {error.filename} line {error.lineno})"
+    else:
+        own = [f for f in frames if path is None or Path(f.filename).resolve() == path]
+        where = f" (at {own[-1].filename} line {own[-1].lineno})" if own else ""
+    return f"{type(error).__name__}: {error}{where}"
 
 
 def check_reward_functions(functions, tasks) -> None:

@@ -1,9 +1,22 @@
-"""A pool of reward worker processes with a per-item wall-clock timeout.
+"""A pool of reward worker processes: each loads the reward functions first, then scores items under a per-item
+wall-clock timeout.
 
-A reward that raises is recorded as an error. An item that hangs past the timeout or kills its worker has its
-worker replaced and is retried once on a fresh one; if it fails again it is recorded as a timeout or crash.
-Failed items score 0 and are counted in metrics, and the remaining items go on, so training continues.
-A worker whose resident memory has grown past a limit (a leaking reward) is replaced between chunks.
+Loading is not scoring. `start(loads)` launches the workers and returns at once (the trainer loads its model
+meanwhile); each worker imports every reward function it is given (a file or module, a pickled callable, a
+judge's or reward model's weights) before it reports ready, under its own limit (`load_timeout_s`), and says what it
+loaded and how long that took (`wait_ready`). A function first met in a request is loaded the same way before its
+item's clock starts. A function that fails to load, or takes longer than the load limit, stops the run
+(RewardLoadError) naming it and the exception.
+
+Scoring: a reward that raises is recorded as an error. An item that hangs past the timeout or kills its worker has
+its worker replaced and is retried once on the fresh one; if it fails again it is recorded as a timeout or crash.
+Failed items score 0 and are counted, and the remaining items go on, so training continues, unless
+`max_timeouts_in_a_row` items of one reward time out (each counted once, at its first attempt) with no item of it
+finishing in between: then the pool stops with RewardTimeoutLoop, naming the reward, the limit and the times
+measured, instead of replacing workers for ever (0: never).
+A worker whose resident memory has grown past a limit (a leaking reward) is replaced between chunks. Timeouts,
+crashes and replacements are printed as they happen (rate-limited notices, rlvr.watchdog), and while the pool waits
+the watchdog's stall line says what each worker is doing.
 """
 
 from __future__ import annotations
@@ -11,17 +24,50 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import time
 from collections import deque
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
+from pathlib import Path
 from typing import Any, Literal
 
+from rlvr.rewards.failures import PoolClosed, RewardLoadError, RewardTimeoutLoop
+from rlvr.watchdog import POLL_S, WATCH
+
 Status = Literal["ok", "error", "timeout", "crash"]
-STARTUP_TIMEOUT_S = 120.0
+
+
+def spec_label(spec: str | bytes) -> str:
+    """How a reward spec is named in messages: a file path relative to the working directory where it lies below
+    it; a pickled callable as such."""
+    if isinstance(spec, bytes):
+        return "a Python callable"
+    target, _, function = spec.rpartition(":")
+    if target.endswith(".py"):
+        try:
+            target = str(Path(target).resolve().relative_to(Path.cwd()))
+        except ValueError:
+            pass
+        return f"{target}:{function}"
+    return spec
+
+
+@dataclass
+class RewardLoad:
+    """A reward function a worker loads before it reports ready: its spec, the `args` of its config entry (what a
+    registered reward preloads for), and how messages name it."""
+
+    spec: str | bytes
+    args: dict[str, Any] = field(default_factory=dict)
+    label: str = ""
+
+    def payload(self) -> tuple:
+        return self.spec, self.args, self.label or spec_label(self.spec)
 
 
 @dataclass
@@ -35,9 +81,14 @@ class RewardRequest:
     completion: str | list[str]
     fields: dict[str, Any] = field(default_factory=dict)
     batched: bool = False
+    label: str = ""  # how messages name the reward (default: from the spec)
+
+    @property
+    def name(self) -> str:
+        return self.label or spec_label(self.spec)
 
     def payload(self) -> tuple:
-        return (self.key, self.spec, self.prompt, self.completion, self.fields, self.batched)
+        return (self.key, self.spec, self.prompt, self.completion, self.fields, self.batched, self.name)
 
 
 @dataclass
@@ -53,29 +104,31 @@ class RewardOutcome:
 
 
 class _Worker:
-    """One worker: a fresh `python -m rlvr.rewards.worker` in its own session, talking over a socket pair.
+    """One worker: a fresh `python -m rlvr.rewards.worker` in its own session, talking over a socket pair. It is
+    sent its loads at once and is fed items once it says it is ready.
 
     A plain subprocess (not multiprocessing's spawn/forkserver) never re-imports the user's __main__,
     so scripts without an `if __name__ == "__main__"` guard work, and the whole process group
     (anything a reward started) can be killed at once.
     """
 
-    def __init__(self):
+    def __init__(self, number: int, loads: list[RewardLoad]):
         parent, child = socket.socketpair()
         self.process = subprocess.Popen(
             [sys.executable, "-m", "rlvr.rewards.worker", str(child.fileno())],
             pass_fds=[child.fileno()], start_new_session=True, stdin=subprocess.DEVNULL,
         )
         child.close()
+        self.number = number  # its place in the pool, as messages name it
         self.conn = Connection(parent.detach())
+        self.conn.send([load.payload() for load in loads])
+        self.ready = False
+        self.loading: str | None = "the reward worker (starting Python)"  # what it is loading, None when not
+        self.since = time.monotonic()  # when the current load began
+        self.load_s: dict[str, float] = {}
         self.pending: deque[RewardRequest] = deque()
-        self.last_progress = time.monotonic()
-
-    def wait_ready(self, timeout_s: float = STARTUP_TIMEOUT_S) -> None:
-        """Block until the worker has started (so its start-up never counts against an item's timeout)."""
-        if not self.conn.poll(timeout_s) or self.conn.recv() != "ready":
-            self.kill()
-            raise RuntimeError(f"a reward worker did not start within {timeout_s:g} s")
+        self.reserved: list[RewardRequest] = []  # sent first once ready: a retried item and those queued behind it
+        self.last_progress = time.monotonic()  # when its current item's clock started
 
     def resident_bytes(self) -> int:
         """The worker's resident memory (from /proc; 0 where that is not available)."""
@@ -108,87 +161,228 @@ class _Worker:
 
 
 class RewardPool:
-    """Scores reward requests in `num_workers` processes, each item limited to `timeout_s` seconds."""
+    """Scores reward requests in `num_workers` processes, each item limited to `timeout_s` seconds of scoring and
+    each reward function's loading to `load_timeout_s`."""
 
     def __init__(self, num_workers: int = 2, timeout_s: float = 10.0, chunk_size: int = 64,
-                 max_memory_mb: float = 4096):
+                 max_memory_mb: float = 4096, load_timeout_s: float = 600.0, max_timeouts_in_a_row: int = 4):
         self.num_workers, self.timeout_s, self.chunk_size = num_workers, timeout_s, chunk_size
+        self.load_timeout_s, self.max_timeouts_in_a_row = load_timeout_s, max_timeouts_in_a_row
         self.max_memory_bytes = max_memory_mb * 2**20
+        self.loads: list[RewardLoad] = []
         self._workers: list[_Worker] = []
+        self._queue: deque[list[RewardRequest]] = deque()
+        self._closed = False
         self.restarts = 0  # workers replaced after a timeout or crash
         self.retries = 0
         self.recycled = 0  # workers replaced for their memory
+        self.timeouts = 0
+        self.crashes = 0
+        self.load_s: dict[str, float] = {}  # label -> the longest a worker took to load it
+        self._timed_out: dict[str, list[float]] = {}  # label -> its timed-out attempts since its last finished item
+        self._item_s: dict[str, deque[float]] = {}  # label -> how long its recent finished items took
 
-    def _ensure_workers(self) -> None:
-        started = [_Worker() for _ in range(self.num_workers - len(self._workers))]
-        for worker in started:
-            worker.wait_ready()
-        self._workers += started
+    # ------------------------------------------------------------------ starting and loading
+
+    def start(self, loads: Sequence[RewardLoad] = ()) -> None:
+        """Launch the workers, each loading `loads`, and return at once (`wait_ready` waits for them)."""
+        self.loads = list(loads)
+        self._workers += [_Worker(len(self._workers) + i + 1, self.loads)
+                          for i in range(self.num_workers - len(self._workers))]
+
+    def wait_ready(self) -> dict[str, float]:
+        """Wait until every worker has loaded its reward functions; {label: seconds} (the slowest worker's)."""
+        if not self._workers:
+            self.start(self.loads)
+        with self._closing_guard(), WATCH.waiting(self.describe):
+            while not all(w.ready for w in self._workers):
+                self._pump({}, set())
+        return dict(self.load_s)
+
+    def counts(self) -> dict[str, float]:
+        """Running totals for the metrics: workers replaced (after a timeout or crash, or for their memory), items
+        retried, and attempts that timed out or crashed."""
+        return {"reward_pool/restarts": self.restarts, "reward_pool/retries": self.retries,
+                "reward_pool/recycled": self.recycled, "reward_pool/timeouts": self.timeouts,
+                "reward_pool/crashes": self.crashes}
+
+    def describe(self) -> str:
+        """What each worker is doing, for the watchdog's stall line."""
+        now = time.monotonic()
+        parts, idle = [], 0
+        for w in self._workers:
+            if w.loading is not None:
+                parts.append(f"reward worker {w.number}: loading {w.loading} for {now - w.since:.0f} s")
+            elif w.pending:
+                parts.append(f"reward worker {w.number}: scoring an item of {w.pending[0].name} for "
+                             f"{now - w.last_progress:.0f} s")
+            else:
+                idle += 1
+        queued = sum(len(chunk) for chunk in self._queue)
+        return "; ".join(parts + [f"{idle} reward worker(s) idle, {queued} item(s) queued"])
 
     def _replace(self, worker: _Worker) -> _Worker:
         worker.kill()
-        fresh = _Worker()
-        fresh.wait_ready()
+        fresh = _Worker(worker.number, self.loads)
         self._workers[self._workers.index(worker)] = fresh
         return fresh
 
+    # ------------------------------------------------------------------ scoring
+
     def score(self, requests: Sequence[RewardRequest]) -> dict[Hashable, RewardOutcome]:
-        self._ensure_workers()
+        if not self._workers:
+            self.start(self.loads)
         results: dict[Hashable, RewardOutcome] = {}
         size = max(1, min(self.chunk_size, -(-len(requests) // (self.num_workers * 2))))
-        queue = deque(requests[i : i + size] for i in range(0, len(requests), size))
+        self._queue = deque(list(requests[i : i + size]) for i in range(0, len(requests), size))
         retried: set[Hashable] = set()
-
-        def feed(worker: _Worker) -> None:
-            if not worker.pending and queue:
-                if worker.resident_bytes() > self.max_memory_bytes:
-                    worker = self._replace(worker)
-                    self.recycled += 1
-                worker.send(list(queue.popleft()))
-
-        def fail_current(worker: _Worker, status: Status, message: str) -> None:
-            current = worker.pending.popleft()
-            if current.key in retried:
-                results[current.key] = RewardOutcome(status, message=f"{message} (also on retry)")
-            else:  # once more, alone, on a fresh worker
-                retried.add(current.key)
-                self.retries += 1
-                queue.appendleft([current])
-            rest = list(worker.pending)
-            self.restarts += 1
-            fresh = self._replace(worker)
-            if rest:
-                fresh.send(rest)
-            else:
-                feed(fresh)
-
-        for w in self._workers:
-            feed(w)
-        while len(results) < len(requests):
-            busy = [w for w in self._workers if w.pending]
-            now = time.monotonic()
-            deadline = min(w.last_progress + self.timeout_s for w in busy)
-            ready = wait([w.conn for w in busy], timeout=max(0.0, deadline - now))
-            for w in busy:
-                if w.conn not in ready:
-                    continue
-                try:
-                    key, status, value, extras, message, answer = w.conn.recv()
-                except (EOFError, OSError):
-                    fail_current(w, "crash", "the reward worker died while scoring this item")
-                    continue
-                done = w.pending.popleft()
-                assert done.key == key, "reward worker answered out of order"
-                results[key] = RewardOutcome(status, value, extras, message, answer)
-                w.last_progress = time.monotonic()
-                feed(w)
-            now = time.monotonic()
-            for w in [w for w in self._workers if w.pending and w.conn not in ready]:
-                if now - w.last_progress > self.timeout_s:
-                    fail_current(w, "timeout", f"no result within {self.timeout_s:g} s")
+        try:
+            with self._closing_guard(), WATCH.waiting(self.describe):
+                while len(results) < len(requests):
+                    self._pump(results, retried)
+        finally:
+            self._queue = deque()
         return results
 
+    @contextmanager
+    def _closing_guard(self) -> Iterator[None]:
+        """Whatever a wait meets once `close` has begun (closed connections, a cleared list) is PoolClosed."""
+        try:
+            yield
+        except PoolClosed:
+            raise
+        except Exception:
+            if self._closed:
+                raise PoolClosed("the reward pool was closed while a scoring waited on it") from None
+            raise
+
+    def _feed(self, worker: _Worker) -> None:
+        if not worker.ready or worker.loading is not None or worker.pending:
+            return
+        if worker.reserved:
+            chunk, worker.reserved = worker.reserved, []
+            worker.send(chunk)
+        elif self._queue:
+            if worker.resident_bytes() > self.max_memory_bytes:
+                self.recycled += 1
+                WATCH.notice("reward-memory", f"reward worker {worker.number} grew past "
+                             f"rewards.worker_max_memory_mb={self.max_memory_bytes / 2**20:g} MB; replaced "
+                             f"({self.recycled} so far)")
+                self._replace(worker)
+                return
+            worker.send(self._queue.popleft())
+
+    def _pump(self, results: dict[Hashable, RewardOutcome], retried: set[Hashable]) -> None:
+        """Feed idle workers, wait a little for messages, handle them, and act on overrun limits."""
+        if self._closed:
+            raise PoolClosed("the reward pool was closed while a scoring waited on it")
+        for w in list(self._workers):
+            self._feed(w)
+        now = time.monotonic()
+        deadlines = [self._deadline(w) for w in self._workers]
+        deadline = min((d for d in deadlines if d is not None), default=now + POLL_S)
+        ready = wait([w.conn for w in self._workers], timeout=min(POLL_S, max(0.0, deadline - now)))
+        for w in list(self._workers):
+            if w.conn in ready:
+                try:
+                    message = w.conn.recv()
+                except (EOFError, OSError):
+                    self._died(w, results, retried)
+                    continue
+                self._handle(w, message, results)
+        now = time.monotonic()
+        for w in list(self._workers):
+            limit = self._deadline(w)
+            if limit is None or now <= limit or w.conn in ready:
+                continue
+            if w.loading is not None:
+                raise RewardLoadError(f"reward worker {w.number} did not finish loading {w.loading} within "
+                                      f"rewards.load_timeout_s={self.load_timeout_s:g} s. Raise rewards.load_timeout_s "
+                                      "if loading it legitimately takes longer (a large model on a cold machine).")
+            self._fail_current(w, "timeout", f"no result within {self.timeout_s:g} s", results, retried)
+        WATCH.check_stop(lambda: f"rewards: {self.describe()}")
+
+    def _deadline(self, w: _Worker) -> float | None:
+        if w.loading is not None:
+            return w.since + self.load_timeout_s
+        if w.pending:
+            return w.last_progress + self.timeout_s
+        return None
+
+    def _handle(self, w: _Worker, message: tuple, results: dict[Hashable, RewardOutcome]) -> None:
+        kind = message[0]
+        now = time.monotonic()
+        if kind == "loading":
+            w.loading, w.since = message[1], now
+        elif kind == "loaded":
+            label, seconds = message[1], message[2]
+            w.load_s[label] = seconds
+            self.load_s[label] = max(seconds, self.load_s.get(label, 0.0))
+            w.loading, w.last_progress = None, now  # an item's clock starts after its function is loaded
+        elif kind == "load_failed":
+            raise RewardLoadError(f"reward {message[1]} failed to load in a reward worker: {message[2]}")
+        elif kind == "ready":
+            w.ready, w.loading = True, None
+        else:
+            _, key, status, value, extras, text, answer = message
+            done = w.pending.popleft()
+            assert done.key == key, "reward worker answered out of order"
+            results[key] = RewardOutcome(status, value, extras, text, answer)
+            self._timed_out.pop(done.name, None)
+            self._item_s.setdefault(done.name, deque(maxlen=256)).append(now - w.last_progress)
+            w.last_progress = now
+        WATCH.progress()
+
+    def _died(self, w: _Worker, results: dict[Hashable, RewardOutcome], retried: set[Hashable]) -> None:
+        code = w.process.poll()
+        if w.loading is not None:
+            raise RewardLoadError(f"reward worker {w.number} died while loading {w.loading} (exit code {code})")
+        if w.pending:
+            self._fail_current(w, "crash", "the reward worker died while scoring this item", results, retried)
+        else:
+            self.restarts += 1
+            self._replace(w)
+
+    def _fail_current(self, worker: _Worker, status: Status, message: str, results: dict[Hashable, RewardOutcome],
+                      retried: set[Hashable]) -> None:
+        current = worker.pending.popleft()
+        ran_s = time.monotonic() - worker.last_progress
+        first_attempt = current.key not in retried
+        if first_attempt:  # once more, alone, on the fresh worker
+            retried.add(current.key)
+            self.retries += 1
+        else:
+            results[current.key] = RewardOutcome(status, message=f"{message} (also on retry)")
+        self.restarts += 1
+        if status == "timeout":
+            self.timeouts += 1
+        else:
+            self.crashes += 1
+        fresh = self._replace(worker)
+        fresh.reserved = ([current] if first_attempt else []) + list(worker.pending)
+        happened = "timed out after" if status == "timeout" else "killed its worker after"
+        WATCH.notice(f"reward-{status}", f"reward {current.name}: an item {happened} {ran_s:.1f} s; reward worker "
+                     f"{worker.number} replaced ({self.timeouts} timeout(s), {self.crashes} crash(es) so far)")
+        if status == "timeout" and first_attempt and self.max_timeouts_in_a_row:
+            attempts = self._timed_out.setdefault(current.name, [])
+            attempts.append(ran_s)
+            if len(attempts) >= self.max_timeouts_in_a_row:
+                raise RewardTimeoutLoop(self._timeout_loop_message(current.name, attempts))
+
+    def _timeout_loop_message(self, name: str, attempts: list[float]) -> str:
+        finished = self._item_s.get(name)
+        took = (f"; its items that finished took {statistics.median(finished):.2f} s (median), at most "
+                f"{max(finished):.2f} s" if finished else "; none of its items has finished yet")
+        loaded = f"; loading it took {self.load_s[name]:.1f} s, outside the item limit" if name in self.load_s else ""
+        return (f"reward {name}: {len(attempts)} items in a row timed out at rewards.timeout_s={self.timeout_s:g} s "
+                f"(stopped after {', '.join(f'{s:.1f}' for s in attempts)} s), with "
+                f"no item of it finishing in between{took}{loaded}. Stopping rather than replacing workers for ever. "
+                f"Raise rewards.timeout_s above what one item takes, or make the reward faster "
+                f"(rewards.max_timeouts_in_a_row={self.max_timeouts_in_a_row} sets how many such timeouts stop the "
+                "run).")
+
     def close(self) -> None:
+        self._closed = True
         for w in self._workers:
             w.stop()
         self._workers.clear()

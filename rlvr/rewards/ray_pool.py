@@ -16,7 +16,7 @@ from rlvr.errors import RlvrError
 from rlvr.rewards.pool import RewardOutcome, RewardPool, RewardRequest
 from rlvr.sandbox.policy import configure, minimum_isolation
 
-_POOLS: dict[float, RewardPool] = {}  # inside a Ray worker process: its reward pool, by timeout
+_POOLS: dict[tuple, RewardPool] = {}  # inside a Ray worker process: its reward pool, by its limits
 
 
 def _ray():
@@ -44,14 +44,17 @@ def init_ray(address: str, num_cpus: int | None = None) -> bool:
     return True
 
 
-def score_chunk(requests: list[RewardRequest], timeout_s: float,
+def score_chunk(requests: list[RewardRequest], limits: tuple[float, float, int],
                 sandbox_isolation: str = "bwrap") -> list[tuple[Hashable, RewardOutcome]]:
     """Run in a Ray worker: score `requests` in the worker's own reward pool, in order, with the driver's minimum
-    sandbox isolation (a Ray worker does not inherit the driver's environment)."""
+    sandbox isolation (a Ray worker does not inherit the driver's environment). `limits`: the item timeout, the
+    load timeout and the timeouts in a row that stop the run (each reward is loaded outside the item's limit)."""
     configure(sandbox_isolation)
-    pool = _POOLS.get(timeout_s)
+    pool = _POOLS.get(limits)
     if pool is None:
-        pool = _POOLS[timeout_s] = RewardPool(num_workers=1, timeout_s=timeout_s)
+        timeout_s, load_timeout_s, in_a_row = limits
+        pool = _POOLS[limits] = RewardPool(num_workers=1, timeout_s=timeout_s, load_timeout_s=load_timeout_s,
+                                           max_timeouts_in_a_row=in_a_row)
     outcomes = pool.score(requests)
     return [(r.key, outcomes[r.key]) for r in requests]
 
@@ -59,8 +62,9 @@ def score_chunk(requests: list[RewardRequest], timeout_s: float,
 class RayRewardPool:
     """The `RewardPool` interface (score, close) over Ray tasks."""
 
-    def __init__(self, cluster: ClusterConfig, timeout_s: float = 10.0):
-        self.timeout_s, self.chunk_size = timeout_s, cluster.chunk_size
+    def __init__(self, cluster: ClusterConfig, timeout_s: float = 10.0, load_timeout_s: float = 600.0,
+                 max_timeouts_in_a_row: int = 4):
+        self.limits, self.chunk_size = (timeout_s, load_timeout_s, max_timeouts_in_a_row), cluster.chunk_size
         self._started = cluster.ray_address is not None and init_ray(cluster.ray_address, cluster.num_cpus)
         ray = _ray()
         if not ray.is_initialized():
@@ -70,7 +74,7 @@ class RayRewardPool:
     def score(self, requests: Sequence[RewardRequest]) -> dict[Hashable, RewardOutcome]:
         ray = _ray()
         chunks = [list(requests[i : i + self.chunk_size]) for i in range(0, len(requests), self.chunk_size)]
-        refs = [self._task.remote(chunk, self.timeout_s, minimum_isolation()) for chunk in chunks]
+        refs = [self._task.remote(chunk, self.limits, minimum_isolation()) for chunk in chunks]
         results: dict[Hashable, RewardOutcome] = {}
         for chunk, ref in zip(chunks, refs):
             try:
@@ -81,6 +85,19 @@ class RayRewardPool:
             for key, outcome in part:
                 results.setdefault(key, outcome)
         return results
+
+    def start(self, loads=()) -> None:
+        """Nothing to start ahead: each Ray worker's pool loads a reward before its first item (outside the item's
+        limit)."""
+
+    def wait_ready(self) -> dict[str, float]:
+        return {}
+
+    def counts(self) -> dict[str, float]:
+        return {}
+
+    def describe(self) -> str:
+        return "reward tasks on the Ray cluster"
 
     def close(self) -> None:
         if self._started:

@@ -78,7 +78,8 @@ def normalized(scores: list[float], how: str) -> list[float]:
     return t.tolist()
 
 
-@register_reward("reward_model", RewardModelSettings, batched=True)
+@register_reward("reward_model", RewardModelSettings, batched=True,
+                 preload=lambda s: load_reward_model(s.model, s.dtype, s.device))
 def reward_model(prompts: list, completions: list[str], **fields: Any) -> list[float]:
     """A sequence-classification reward model's score of each (prompt, reply) of a prompt group, normalised
     (none, sigmoid, or z-scores within the group), times `scale` plus `shift`. Settings:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+import time
 import traceback
+from collections.abc import Callable, Hashable
 from multiprocessing.connection import Connection
 
 
@@ -48,13 +50,61 @@ def as_rewards(values, count: int) -> tuple[list[float], list[dict[str, float]]]
     return list(scores), list(extras)
 
 
-def serve(conn: Connection) -> None:
-    """Answer batches of (key, spec, prompt, completion, fields, batched) with (key, status, value, extras,
-    message, answer) until told to stop (None) or orphaned; `answer` as `reported_answer` (a list for batched)."""
+def load(spec: str | bytes, fields: dict) -> Callable:
+    """The reward function of `spec` (a pickled callable, a registered name, 'module:function' or 'file.py:function'),
+    with what a registered reward preloads for the settings among `fields` (a judge's model) already loaded."""
     from rlvr.rewards.callables import load_reward
     from rlvr.rewards.loading import resolve_function
 
-    conn.send("ready")
+    function = load_reward(spec) if isinstance(spec, bytes) else resolve_function(spec)
+    preload = getattr(function, "preload", None)
+    if preload is not None:
+        settings = function.settings
+        preload(settings(**{k: v for k, v in fields.items() if k in settings.model_fields}))
+    return function
+
+
+def load_key(spec: str | bytes, fields: dict) -> Hashable:
+    """What a load is remembered by: the spec, and for a registered reward that preloads, its settings."""
+    from rlvr.rewards.loading import REWARDS
+
+    if isinstance(spec, str) and spec in REWARDS and REWARDS.get(spec).preload is not None:
+        names = REWARDS.get(spec).settings.model_fields
+        return spec, repr(sorted((k, repr(v)) for k, v in fields.items() if k in names))
+    return spec
+
+
+def serve(conn: Connection) -> None:
+    """First load every (spec, args, label) of the start-up message, saying ('loading', label), then ('loaded',
+    label, seconds) for each, or ('load_failed', label, message) and exit; then ('ready',). Then answer batches of
+    (key, spec, prompt, completion, fields, batched, label) with ('result', key, status, value, extras, message,
+    answer) until told to stop (None) or orphaned; `answer` as `reported_answer` (a list for batched). A spec not
+    loaded at start-up is loaded before its first item is scored, between ('loading', label) and ('loaded', ...),
+    so the pool does not count loading against the item's time limit."""
+    loaded: dict[Hashable, Callable] = {}
+
+    def load_announced(spec: str | bytes, fields: dict, label: str) -> Callable:
+        key = load_key(spec, fields)
+        if key not in loaded:
+            conn.send(("loading", label))
+            started = time.perf_counter()
+            try:
+                loaded[key] = load(spec, fields)
+            finally:
+                conn.send(("loaded", label, time.perf_counter() - started))
+        return loaded[key]
+
+    try:
+        startup = conn.recv()
+    except EOFError:
+        return
+    for spec, args, label in startup:
+        try:
+            load_announced(spec, args, label)
+        except Exception as e:  # reported to the pool, which stops the run at start naming the reward
+            conn.send(("load_failed", label, failure_message(e)))
+            return
+    conn.send(("ready",))
     while True:
         try:
             batch = conn.recv()
@@ -62,16 +112,20 @@ def serve(conn: Connection) -> None:
             return
         if batch is None:
             return
-        for key, spec, prompt, completion, fields, batched in batch:
+        for key, spec, prompt, completion, fields, batched, label in batch:
             try:
-                function = load_reward(spec) if isinstance(spec, bytes) else resolve_function(spec)
+                function = load_announced(spec, fields, label)
                 result = function(prompt, completion, **fields)
                 value, extras = as_rewards(result, len(completion)) if batched else as_reward(result)
                 answer = [reported_answer(r) for r in result] if batched else reported_answer(result)
-                conn.send((key, "ok", value, extras, "", answer))
+                conn.send(("result", key, "ok", value, extras, "", answer))
             except Exception as e:  # a user's reward failed: report, keep serving
-                tb = traceback.format_exception_only(type(e), e)[-1].strip()
-                conn.send((key, "error", 0.0, {}, tb, ()))
+                conn.send(("result", key, "error", 0.0, {}, failure_message(e), ()))
+
+
+def failure_message(error: Exception) -> str:
+    """The exception in one line (a reward's import failure already names its file and line)."""
+    return traceback.format_exception_only(type(error), error)[-1].strip()
 
 
 def exit_with_parent(interval_s: float = 1.0) -> None:

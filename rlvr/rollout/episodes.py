@@ -27,6 +27,7 @@ from rlvr.errors import DataError, RlvrError
 from rlvr.models.prompts import PromptEncoder
 from rlvr.rollout.base import Completion, RolloutEngine, SamplingParams
 from rlvr.tasks.base import Problem, Task
+from rlvr.watchdog import WATCH
 
 
 @dataclass
@@ -192,7 +193,8 @@ class EpisodeRunner:
             r.done = True
             return
         try:
-            step = r.env.step(text)
+            with WATCH.waiting(f"the environment of task {r.task.label} (turn {r.turns} of an episode)"):
+                step = r.env.step(text)
         except Exception as e:
             raise RlvrError(f"Environment '{r.task.config.name}' failed at turn {r.turns} of an episode of task "
                             f"{r.task.label}: {type(e).__name__}: {e}") from e

@@ -13,6 +13,7 @@ from rlvr.models.kv_cache import cache_keyword
 from rlvr.models.vision import collate_inputs, image_placeholder_ids, model_positions, next_positions, prompt_inputs
 from rlvr.rollout.base import ENGINES, BatchedEngine, Completion, SamplingParams
 from rlvr.rollout.sampling import next_tokens, stop_reached, stop_window
+from rlvr.watchdog import WATCH
 
 
 def sample_tokens(probs: torch.Tensor, n: int, generators: list[torch.Generator] | None) -> torch.Tensor:
@@ -82,6 +83,7 @@ class HFRolloutEngine(BatchedEngine):
         lengths = torch.full((batch,), params.max_new_tokens, dtype=torch.long, device=device)
         tokens, logps, entropies = [], [], []
         for step in range(params.max_new_tokens):
+            WATCH.progress()
             tok, logp, entropy = next_tokens(logits, step, params, eos, lambda probs: sample_tokens(probs, n, generators))
             tok = torch.where(finished, torch.full_like(tok, self.pad_id), tok)
             tokens.append(tok)

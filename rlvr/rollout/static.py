@@ -42,6 +42,7 @@ from rlvr.models.vision import is_vision_model
 from rlvr.rollout.base import ENGINES, BatchedEngine, Completion, SamplingParams
 from rlvr.rollout.hf import HFRolloutEngine, eos_ids
 from rlvr.rollout.sampling import next_tokens, stop_reached
+from rlvr.watchdog import WATCH
 
 FAMILIES = ("llama", "qwen2", "qwen3", "mistral")
 # RoPE variants whose frequencies depend on the sequence length seen so far (transformers' dynamic_rope_update):
@@ -467,6 +468,7 @@ class StaticCacheEngine(BatchedEngine):
                 uniform[g * n : (g + 1) * n].uniform_(generator=generator)
         live = LiveCount(device)
         for step in range(steps):
+            WATCH.progress()
             logits = self.logits[:b]
             draw = partial(inverse_cdf, uniform=uniform[slot_rows, step])
             tok, logp, entropy = next_tokens(logits, step, params, eos, draw)

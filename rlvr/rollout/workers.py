@@ -55,6 +55,7 @@ from rlvr.rewards.composite import Scored
 from rlvr.rollout.base import group_generator, make_engine
 from rlvr.rollout.episodes import EpisodeRunner
 from rlvr.rollout.steps import CollectedStep, Group, staleness_metrics
+from rlvr.watchdog import POLL_S, WATCH, WaitAbandoned
 
 WEIGHT_SYNC_TIMEOUT_S = 600.0
 
@@ -394,6 +395,7 @@ class AsyncCollector:
                 self.lock.notify_all()
 
     def _receive(self, worker: _Worker, message: tuple) -> None:
+        WATCH.progress()
         if message[0] == "weights":
             self.answers.set_result(message[1:])
             return
@@ -424,8 +426,10 @@ class AsyncCollector:
         """The oldest-version scored group that step `step` may train on; groups too stale to ever be trained
         are dropped and their prompts generated again."""
         oldest_allowed = step - 1 - self.max_staleness
-        with self.lock:
+        with self.lock, WATCH.waiting(self._describe_wait):
             while True:
+                if isinstance(self.error, (WaitAbandoned, RlvrError)):
+                    raise self.error  # a stop request, or a reward that stopped the run, says so itself
                 if self.error is not None:
                     raise RlvrError(f"asynchronous rollout failed: {self.error}") from self.error
                 for group in [g for g in self.ready if g.version < oldest_allowed]:
@@ -437,7 +441,14 @@ class AsyncCollector:
                     group = min(self.ready, key=lambda g: g.version)
                     self.ready.remove(group)
                     return group
-                self.lock.wait(timeout=1.0)
+                self.lock.wait(timeout=POLL_S)
+                WATCH.check_stop(self._describe_wait)
+
+    def _describe_wait(self) -> str:
+        """What the trainer waits for, for the watchdog's stall line."""
+        jobs = sum(len(w.outstanding) for w in self.workers)
+        return (f"rollout workers: {jobs} job(s) generating, {self.scoring} group(s) being scored, "
+                f"{len(self.ready)} ready")
 
     # ------------------------------------------------------------------ the collector interface
 

@@ -86,6 +86,11 @@ class MetricsLogger:
         if rows:
             self.eval_completions.write(rows)
 
+    def info(self, message: str) -> None:
+        """A line on the console (nothing without one)."""
+        if self.console is not None:
+            self.console.print(message)
+
     def warn(self, message: str) -> None:
         if self.console is not None:
             self.console.warn(message)
@@ -122,6 +127,9 @@ class QuietLogger:
         pass
 
     def log_eval_completions(self, step: int, rows: list[dict[str, Any]]) -> None:
+        pass
+
+    def info(self, message: str) -> None:
         pass
 
     def warn(self, message: str) -> None:

@@ -123,7 +123,7 @@ def save_checkpoint(root: str | Path, step: int, model, tokenizer, state: dict[s
 
     def fill(directory: Path) -> None:
         save_pretrained(model, tokenizer, directory, model_state)
-        _save_state(directory, {**state, "step": step, "rng": rng_state()})
+        _save_state(directory, {"rng": rng_state(), **state, "step": step})  # the state's own rng if it has one
         write_manifest(directory)
         _mark_complete(directory, step)
 

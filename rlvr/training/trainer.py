@@ -6,6 +6,7 @@ engines, tasks, samplers, environments), never in an `if` here."""
 
 from __future__ import annotations
 
+import copy
 import math
 import signal
 import time
@@ -56,7 +57,7 @@ from rlvr.models.vision import freeze_vision, is_vision_model, make_prompt_encod
 from rlvr.reporting.run_banner import end_facts, start_facts
 from rlvr.rewards.backends import make_reward_pool
 from rlvr.rewards.composite import RewardComposer
-from rlvr.rewards.failures import FailureBudget
+from rlvr.rewards.failures import FailureBudget, RewardFailure
 from rlvr.rewards.loading import check_reward_functions
 from rlvr.rollout import SamplingParams, make_engine
 from rlvr.rollout.collect import make_collector
@@ -68,13 +69,15 @@ from rlvr.training.advantages import assign_advantages
 from rlvr.training.batch import RolloutBatch
 from rlvr.training.checkpoint import (
     best_model_info,
+    list_checkpoints,
     load_state,
+    rng_state,
     save_best_model,
     save_checkpoint,
     set_rng_state,
     write_dir_atomically,
 )
-from rlvr.training.interrupts import StopRequests, TrainingInterrupted
+from rlvr.training.interrupts import StepGivenUp, StopRequests, TrainingInterrupted
 from rlvr.training.parallel import make_parallel, start_processes
 from rlvr.training.resources import checkpoint_bytes, ensure_disk_space
 from rlvr.training.scoring import BatchScorer
@@ -93,6 +96,7 @@ from rlvr.training.update import (
     step_if_finite,
     vanishes_without_advantage,
 )
+from rlvr.watchdog import WATCH, WaitAbandoned
 
 
 class Trainer:
@@ -104,10 +108,24 @@ class Trainer:
         self.resume_path = resume_path = claim_output_dir(self.out, resume)
         if is_main():
             dump_config(cfg, self.out / "config.yaml")
-        a = cfg.algorithm
-        ADVANTAGES.get(a.advantage)  # fail early on unknown names
+        ADVANTAGES.get(cfg.algorithm.advantage)  # fail early on unknown names
         self.tasks = make_tasks(cfg.data.tasks, cfg.seed, cfg.data.bad_rows)
         prepare_sandbox(cfg.sandbox.isolation, self.tasks)
+        # The reward workers load every reward function while the model loads; loading is not scoring, so no item's
+        # time limit pays for it (rlvr.rewards.pool). fit() waits for them before the first step.
+        self.pool = make_reward_pool(cfg.rewards, cfg.cluster)
+        try:
+            self.composer = RewardComposer(cfg.rewards.functions, self.pool, noise=cfg.rewards.noise_correction)
+            self.pool.start(self.composer.loads(self.tasks))
+            self._set_up(cfg, strategy, resume_path)
+        except BaseException:
+            self.pool.close()
+            release_output_dir(self.out)
+            raise
+
+    def _set_up(self, cfg: RunConfig, strategy: str, resume_path: Path | None) -> None:
+        """Everything after the reward workers have started: the model, engine, optimizer, sampler and collector."""
+        a = cfg.algorithm
         check_reward_functions(cfg.rewards.functions, self.tasks)
         self.failures = FailureBudget(cfg.rewards.max_failure_rate, cfg.rewards.failure_window)
         self.eval_warnings = eval_setting_warnings(cfg, self.tasks)
@@ -159,8 +177,6 @@ class Trainer:
         self.sampler = make_sampler(d.sampler.name, d.sampler.args, self.tasks, [t.weight for t in d.tasks], cfg.seed,
                                     self.stats)
         self.filter = make_filter(d.filter.name, d.filter.args)
-        self.pool = make_reward_pool(cfg.rewards, cfg.cluster)
-        self.composer = RewardComposer(cfg.rewards.functions, self.pool, noise=cfg.rewards.noise_correction)
         self.composer.attach_policy(self.model, self.tokenizer, self.encode)  # for rewards scored with it (rlpr)
         self.collector = make_collector(
             r.max_staleness, engine=self.engine, encode=self.encode, tasks=self.tasks, sampler=self.sampler,
@@ -382,14 +398,20 @@ class Trainer:
                 barrier()
         return metrics
 
-    def save(self) -> Path | None:
-        """Write a checkpoint (rank 0 writes, every rank takes part in gathering the state); its path on rank 0."""
+    def loop_state(self) -> dict:
+        """What a checkpoint holds besides the model, optimizer and schedule: the sampler, curriculum statistics,
+        estimator history, KL controller, non-finite streak and random state, copied (they change during a step)."""
+        return copy.deepcopy({
+            "sampler": self.sampler.state_dict(), "curriculum_stats": self.stats.state_dict(),
+            "advantage_history": self.advantage_history,
+            "kl_control": self.kl_control.state_dict() if self.kl_control else None,
+            "nonfinite_streak": self.nonfinite.count, "rng": rng_state()})
+
+    def save(self, loop_state: dict | None = None) -> Path | None:
+        """Write a checkpoint of step `self.step` (rank 0 writes, every rank takes part in gathering the state); its
+        path on rank 0. `loop_state`: a `loop_state()` taken earlier, when the model and optimizer were as now."""
         state = {"optimizer": self.parallel.optimizer_state(self.optimizer), "scheduler": self.scheduler.state_dict(),
-                 "sampler": self.sampler.state_dict(),
-                 "curriculum_stats": self.stats.state_dict(), "advantage_history": self.advantage_history,
-                 "kl_control": self.kl_control.state_dict() if self.kl_control else None,
-                 "nonfinite_streak": self.nonfinite.count,
-                 "config": self.cfg.model_dump(mode="json")}
+                 **(loop_state or self.loop_state()), "config": self.cfg.model_dump(mode="json")}
         model_state = self.parallel.model_state()
         path = None
         if is_main():
@@ -397,6 +419,14 @@ class Trainer:
                                    self.cfg.checkpoint.keep_last, model_state=model_state)
         barrier()
         return path
+
+    def _checkpoint_of_last_step(self, loop_state: dict) -> Path | None:
+        """After step `self.step + 1` was given up in its rollout (model and optimizer untouched): the checkpoint of
+        step `self.step`, written from the loop state taken when that step had finished unless it is on disk."""
+        existing = list_checkpoints(self.out / "checkpoints")
+        if existing and existing[-1].name == f"step-{self.step:07d}":
+            return existing[-1]
+        return self.save(loop_state) if self.step > 0 else None
 
     # ------------------------------------------------------------------ the loop
 
@@ -406,10 +436,24 @@ class Trainer:
         cfg = self.cfg
         t0 = time.perf_counter()
         self.memory.start()
-        batch, metrics = self.rollout()
+        # A stop request may give up this step while its rollout waits (one process: other ranks would wait for
+        # it); the last finished step's checkpoint then needs the loop state as it was before this step began.
+        can_give_up = world_size() == 1
+        before = self.loop_state() if can_give_up else None
+        try:
+            with WATCH.abandonable(can_give_up), WATCH.waiting(f"step {self.step}'s rollout"):
+                batch, metrics = self.rollout()
+        except WaitAbandoned as e:
+            self.step -= 1
+            raise StepGivenUp(self.step + 1, e.what, self._checkpoint_of_last_step(before)) from None
+        except RewardFailure:  # the run stops: its metrics keep the timeouts and replacements that led there
+            logger.log(self.step, self._pool_counts())
+            raise
         metrics.update(self.memory.read("gen"))
-        metrics.update(self.update(batch))
+        with WATCH.waiting(f"step {self.step}'s update"):
+            metrics.update(self.update(batch))
         metrics.update(self.memory.read("train"))
+        metrics.update(self._pool_counts())
         for name, message in self.last_reward_errors.items():
             if name not in warned:
                 warned.add(name)
@@ -417,7 +461,8 @@ class Trainer:
                             f"reward/{name}/errors|timeouts|crashes); first: {message}")
         if cfg.eval.every_steps and (self.step % cfg.eval.every_steps == 0 or self.step == cfg.steps):
             t = time.perf_counter()
-            metrics.update(self.evaluate(logger))
+            with WATCH.waiting(f"the evaluation after step {self.step}"):
+                metrics.update(self.evaluate(logger))
             metrics["perf/eval_s"] = time.perf_counter() - t
         metrics["perf/step_s"] = time.perf_counter() - t0
         metrics["data/skipped_rows"] = len(self.skipped_rows)
@@ -430,8 +475,27 @@ class Trainer:
         if warning := self.nonfinite.record(self.step, metrics["actor/skipped_updates"], updates):
             logger.warn(warning)
         every = cfg.checkpoint.every_steps
-        checkpoint = self.save() if (every and self.step % every == 0) or self.step == cfg.steps else None
+        checkpoint = None
+        if (every and self.step % every == 0) or self.step == cfg.steps:
+            with WATCH.waiting(f"the checkpoint of step {self.step}"):
+                checkpoint = self.save()
         return metrics, checkpoint
+
+    def _pool_counts(self) -> dict[str, float]:
+        """The reward pool's replacements and retries during this step (running totals less the last step's)."""
+        counts = self.pool.counts()
+        last, self._last_pool_counts = getattr(self, "_last_pool_counts", {}), counts
+        return {k: v - last.get(k, 0) for k, v in counts.items()}
+
+    def _wait_for_reward_workers(self, logger) -> None:
+        """Before the first step: every reward worker has loaded the reward functions (said once, with the time each
+        took; a function that failed to load stops the run here)."""
+        t = time.perf_counter()
+        loaded = self.pool.wait_ready()
+        if loaded:
+            logger.info("reward functions loaded in the reward workers: "
+                        + ", ".join(f"{label} in {seconds:.1f} s" for label, seconds in loaded.items())
+                        + f" (the first step waited {time.perf_counter() - t:.1f} s for them)")
 
     def fit(self) -> dict[str, float]:
         cfg = self.cfg
@@ -453,16 +517,26 @@ class Trainer:
         if self.skipped_rows:
             logger.warn(f"skipped {len(self.skipped_rows)} unusable dataset rows (data.bad_rows=skip; counted in "
                         f"data/skipped_rows); first: {self.skipped_rows[0]}")
-        stop = StopRequests().install()
+        stop = StopRequests(cfg.checkpoint.stop_wait_s).install()
         start, checkpoint = time.perf_counter(), None
         try:
-            if self.step == 0 and cfg.eval.every_steps:
-                logger.log(0, self.evaluate(logger))
-            while self.step < cfg.steps:
-                self.step += 1
-                metrics, checkpoint = self.train_step(logger, warned)
-                if stop.requested() and self.step < cfg.steps:
-                    raise TrainingInterrupted(self.step, stop.signum or signal.SIGINT, checkpoint or self.save())
+            with WATCH.watch(cfg.tracking.stall_warning_s, logger.warn):
+                with WATCH.abandonable(world_size() == 1):
+                    self._wait_for_reward_workers(logger)
+                if self.step == 0 and cfg.eval.every_steps:
+                    with WATCH.waiting("the evaluation before the first step"):
+                        logger.log(0, self.evaluate(logger))
+                while self.step < cfg.steps:
+                    self.step += 1
+                    metrics, checkpoint = self.train_step(logger, warned)
+                    if stop.requested() and self.step < cfg.steps:
+                        raise TrainingInterrupted(self.step, stop.signum or signal.SIGINT, checkpoint or self.save())
+        except WaitAbandoned as e:  # stopped while the reward workers were loading: nothing was trained
+            raise TrainingInterrupted(self.step, stop.signum or signal.SIGINT, self.resume_path,
+                                      gave_up=e.what) from None
+        except StepGivenUp as e:
+            raise TrainingInterrupted(self.step, stop.signum or signal.SIGINT, e.checkpoint,
+                                      gave_up=f"{e.what} in step {e.step}") from None
         finally:
             stop.restore()
             logger.close()

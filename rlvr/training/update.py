@@ -20,6 +20,7 @@ from rlvr.distributed import all_reduce_sum
 from rlvr.errors import RlvrError
 from rlvr.training.batch import RolloutBatch
 from rlvr.training.scoring import BatchScorer
+from rlvr.watchdog import WATCH
 
 
 @dataclass
@@ -96,6 +97,7 @@ def accumulate_gradients(model, mini: RolloutBatch, setup: LossSetup,
     scorer = BatchScorer(model, mini, device, setup.temperature, setup.share_prompts, setup.micro_batch_size,
                          grad=True)
     for i, rows in enumerate(micro):
+        WATCH.progress()
         mb = mini.select(rows).to(device)
         mask, loss_mask = mb.completion_mask, mb.loss_mask
         logp, entropy = scorer(rows, mb, with_entropy=True, entropy_grad=a.entropy_coef > 0)
