@@ -19,10 +19,18 @@ seconds; peak memory while generating and while updating). The first rlvr run th
 for one more step; with --profile, it first trains one step more than timed, its generation and update under
 torch.profiler (how much of each the GPU is busy; the operators by GPU time).
 
+Every side prints each step's time as it finishes, and the JSON (--json) is rewritten after each side, so a run cut
+short keeps what it measured.
+
+--cpu rehearses the same code on the CPU (tests/test_gpu_rehearsal.py runs it in `make test`): the same config keys,
+reward file and worker count, the static engine, the resume check and the profiled step, with a small Qwen2 in
+float32, 4 prompts x 4 samples x 16 tokens by default; its times say nothing about a GPU.
+
 Run:  python benchmarks/gpu_step.py                   (6 steps each, median of the last 4)
       python benchmarks/gpu_step.py --steps 8 --json out.json
       python benchmarks/gpu_step.py --micro-batch 32 16   (rlvr at both micro-batch sizes, TRL once)
       python benchmarks/gpu_step.py --compile-training     (and rlvr with its update compiled)
+      python benchmarks/gpu_step.py --cpu --steps 2        (the rehearsal)
 """
 
 from __future__ import annotations
@@ -40,9 +48,18 @@ import time
 from pathlib import Path
 
 import torch
-from gpu_shapes import arithmetic_prompts, length_mod_7, require_cuda, tokenizer_and_model
+from gpu_shapes import (
+    arithmetic_prompts,
+    bench_setup,
+    device_name,
+    length_mod_7,
+    require_cuda,
+    synchronize,
+    tokenizer_and_model,
+)
 
 PROMPTS, SAMPLES, NEW_TOKENS = 16, 8, 256
+CPU_PROMPTS, CPU_SAMPLES, CPU_NEW_TOKENS = 4, 4, 16  # --cpu's defaults
 # rlvr's per-step figures (metrics.jsonl): where a step's time and memory go
 PHASES = ("gen_s", "train_s", "forward_backward_s", "optimizer_s", "gen_peak_mem_gib", "train_peak_mem_gib")
 
@@ -53,23 +70,24 @@ def run_rlvr(args, root: Path) -> dict:
     from rlvr.tracking.jsonl import read_jsonl
     from rlvr.training.trainer import Trainer
 
-    tokenizer, model = tokenizer_and_model()
+    setup = bench_setup(args.cpu)
+    tokenizer, model = tokenizer_and_model(**setup)
     save_pretrained(model, tokenizer, root / "model")
     del model
-    torch.cuda.empty_cache()
-    texts = arithmetic_prompts(PROMPTS * (args.steps + 4))
+    empty_cache()
+    texts = arithmetic_prompts(args.prompts * (args.steps + 4))
     (root / "prompts.jsonl").write_text("".join(json.dumps({"prompt": t, "answer": "0"}) + "\n" for t in texts))
     out = root / "rlvr"
 
     def config(steps: int):
         return build_config({
             "seed": 0, "steps": steps,
-            "model": {"name": str(root / "model"), "dtype": "bfloat16", "gradient_checkpointing": True,
-                      "compile_layers": args.compile_training},
+            "model": {"name": str(root / "model"), "dtype": str(setup["dtype"]).removeprefix("torch."),
+                      "gradient_checkpointing": True, "compile_layers": args.compile_training},
             "data": {"tasks": [{"name": "dataset", "args": {"path": str(root / "prompts.jsonl")}}],
-                     "prompts_per_step": PROMPTS},
-            "rollout": {"engine": args.engine, "samples_per_prompt": SAMPLES, "max_new_tokens": NEW_TOKENS,
-                        "min_new_tokens": NEW_TOKENS, "temperature": 1.0, "batch_size": PROMPTS * SAMPLES,
+                     "prompts_per_step": args.prompts},
+            "rollout": {"engine": args.engine, "samples_per_prompt": args.samples, "max_new_tokens": args.new_tokens,
+                        "min_new_tokens": args.new_tokens, "temperature": 1.0, "batch_size": args.prompts * args.samples,
                         "compile_layers": args.compile_layers},
             "algorithm": {"kl_coef": 0.0},
             "optim": {"lr": 1e-6, "micro_batch_size": args.micro_batch},
@@ -77,7 +95,7 @@ def run_rlvr(args, root: Path) -> dict:
                         "num_workers": 4},
             "eval": {"every_steps": 0},
             "checkpoint": {"every_steps": 0},
-            "tracking": {"output_dir": str(out), "console": True, "tensorboard": "off"},
+            "tracking": {"output_dir": str(out), "console": True, "tensorboard": "off", "log_every": 1},
         })
 
     total = args.steps + (1 if args.profile else 0)  # a profiled step, after the timed ones
@@ -88,7 +106,7 @@ def run_rlvr(args, root: Path) -> dict:
     capture_s = getattr(trainer.engine, "capture_s", None)
     del trainer
     gc.collect()  # the trainer, its engine and model refer to each other: free them before the resumed one loads
-    torch.cuda.empty_cache()
+    empty_cache()
     resumed_from = None
     if args.resume:
         resumed = Trainer(config(total + 1), resume="auto")
@@ -98,9 +116,16 @@ def run_rlvr(args, root: Path) -> dict:
     times = [r["perf/step_s"] for r in steps[: args.steps]]
     phases = {name: [r.get(f"perf/{name}") for r in steps[: args.steps]] for name in PHASES}
     # The trainer resets the peak at each phase, so the training steps' peak is the largest of their phases'.
-    peak = max(phases["gen_peak_mem_gib"] + phases["train_peak_mem_gib"])
-    return {"step_s": times, **phases, "peak_mem_GiB": peak, "engine": engine, "capture_s": capture_s,
-            "resumed_from_step": resumed_from, "last_step": steps[-1]["step"], "profiles": profiles}
+    peaks = [v for v in phases["gen_peak_mem_gib"] + phases["train_peak_mem_gib"] if v is not None]
+    timeouts = sum(r.get("reward_pool/timeouts", 0) for r in steps)
+    return {"step_s": times, **phases, "peak_mem_GiB": max(peaks) if peaks else None, "engine": engine,
+            "capture_s": capture_s, "resumed_from_step": resumed_from, "last_step": steps[-1]["step"],
+            "profiles": profiles, "reward_timeouts": timeouts}
+
+
+def empty_cache() -> None:
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
 
 
 def profile_last_step(trainer, step: int, folder: str, name: str) -> dict:
@@ -130,13 +155,14 @@ def run_trl(args, root: Path) -> dict:
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    tokenizer, model = tokenizer_and_model()
-    dataset = Dataset.from_dict({"prompt": arithmetic_prompts(PROMPTS * (args.steps + 4))})
-    config = GRPOConfig(output_dir=str(root / "trl"), per_device_train_batch_size=PROMPTS * SAMPLES // 2,
-                        gradient_accumulation_steps=2, num_generations=SAMPLES, max_completion_length=NEW_TOKENS,
-                        bf16=True, learning_rate=1e-6, beta=0.0, gradient_checkpointing=True, max_steps=args.steps,
+    tokenizer, model = tokenizer_and_model(**bench_setup(args.cpu))
+    dataset = Dataset.from_dict({"prompt": arithmetic_prompts(args.prompts * (args.steps + 4))})
+    config = GRPOConfig(output_dir=str(root / "trl"), per_device_train_batch_size=args.prompts * args.samples // 2,
+                        gradient_accumulation_steps=2, num_generations=args.samples,
+                        max_completion_length=args.new_tokens, bf16=not args.cpu, use_cpu=args.cpu,
+                        learning_rate=1e-6, beta=0.0, gradient_checkpointing=True, max_steps=args.steps,
                         logging_steps=1, save_strategy="no", report_to="none",
-                        generation_kwargs={"min_new_tokens": NEW_TOKENS})
+                        generation_kwargs={"min_new_tokens": args.new_tokens})
 
     def reward(completions, **_):
         return [length_mod_7("", c) for c in completions]
@@ -145,18 +171,21 @@ def run_trl(args, root: Path) -> dict:
 
     class StepTimer(TrainerCallback):
         def on_step_begin(self, *_, **__):
-            torch.cuda.synchronize()
+            synchronize()
             self.t0 = time.perf_counter()
 
         def on_step_end(self, *_, **__):
-            torch.cuda.synchronize()
+            synchronize()
             times.append(time.perf_counter() - self.t0)
+            print(f"trl step {len(times)}: {times[-1]:.2f} s", flush=True)
 
     trainer = GRPOTrainer(model=model, reward_funcs=reward, args=config, train_dataset=dataset,
                           processing_class=tokenizer, callbacks=[StepTimer()])
-    torch.cuda.reset_peak_memory_stats()
+    if torch.cuda.is_available() and not args.cpu:
+        torch.cuda.reset_peak_memory_stats()
     trainer.train()
-    return {"step_s": times, "peak_mem_GiB": torch.cuda.max_memory_allocated() / 2**30}
+    peak = torch.cuda.max_memory_allocated() / 2**30 if torch.cuda.is_available() and not args.cpu else None
+    return {"step_s": times, "peak_mem_GiB": peak}
 
 
 def run_side(command: list[str], timeout_s: float | None) -> int:
@@ -194,9 +223,22 @@ def main() -> None:
                     help="folder: the first rlvr run profiles one more step's generation and update there")
     ap.add_argument("--side-timeout", type=float, default=None, help="seconds each side may run (default: no limit)")
     ap.add_argument("--side", choices=["rlvr", "trl"], default=None, help="run one side only (used internally)")
+    ap.add_argument("--cpu", action="store_true", help="rehearse the same code on the CPU at a small shape")
+    ap.add_argument("--prompts", type=int, default=None, help=f"prompts per step (default {PROMPTS}; --cpu "
+                                                               f"{CPU_PROMPTS})")
+    ap.add_argument("--samples", type=int, default=None, help=f"samples per prompt (default {SAMPLES}; --cpu "
+                                                               f"{CPU_SAMPLES})")
+    ap.add_argument("--new-tokens", type=int, default=None, help=f"new tokens per sample (default {NEW_TOKENS}; "
+                                                                  f"--cpu {CPU_NEW_TOKENS})")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
-    require_cuda("benchmarks/gpu_step.py")
+    require_cuda("benchmarks/gpu_step.py", args.cpu)
+    for name, gpu, cpu in (("prompts", PROMPTS, CPU_PROMPTS), ("samples", SAMPLES, CPU_SAMPLES),
+                           ("new_tokens", NEW_TOKENS, CPU_NEW_TOKENS)):
+        if getattr(args, name) is None:
+            setattr(args, name, cpu if args.cpu else gpu)
+    if args.cpu and args.engine == "auto":
+        args.engine = "static"  # what auto picks on CUDA
     if args.side:
         args.micro_batch = args.micro_batch[0]
         with tempfile.TemporaryDirectory() as tmp:
@@ -210,13 +252,15 @@ def main() -> None:
     if args.compile_training:
         sides.append((f"rlvr mb={first} compiled", "rlvr", first, False, True))
     results = {}
+    shape = "a small Qwen2 in float32 (the CPU rehearsal)" if args.cpu else "Qwen2.5-0.5B-shaped bf16"
     with tempfile.TemporaryDirectory() as tmp:
         for i, (name, side, micro, resume, compiled) in enumerate(sides):
             path = Path(tmp) / f"{i}.json"
             command = [sys.executable, __file__, "--side", side, "--json", str(path), "--steps", str(args.steps),
-                       "--micro-batch", str(micro), "--engine", args.engine,
+                       "--micro-batch", str(micro), "--engine", args.engine, "--prompts", str(args.prompts),
+                       "--samples", str(args.samples), "--new-tokens", str(args.new_tokens),
                        "--compile-layers" if args.compile_layers else "--no-compile-layers",
-                       *(["--compile-training"] if compiled else []),
+                       *(["--compile-training"] if compiled else []), *(["--cpu"] if args.cpu else []),
                        "--resume" if resume else "--no-resume"] + (["--profile", args.profile] if resume and
                                                                     args.profile else [])
             print(f"--- {name}: {' '.join(command[1:])}", flush=True)
@@ -228,13 +272,18 @@ def main() -> None:
             r["median_step_s"] = statistics.median(r["step_s"][args.warmup :] or r["step_s"])
             results[name] = r
             print(f"{name}: steps {[round(t, 2) for t in r['step_s']]} s, median {r['median_step_s']:.2f} s, peak "
-                  f"{r['peak_mem_GiB']:.2f} GiB", flush=True)
-    print(f"\n{PROMPTS} prompts x {SAMPLES} samples x {NEW_TOKENS} new tokens, Qwen2.5-0.5B-shaped bf16, "
-          f"{torch.cuda.get_device_name()}, torch {torch.__version__}")
+                  f"{gib(r['peak_mem_GiB'])}", flush=True)
+            if args.json:  # what is measured so far, so a run cut short keeps it
+                Path(args.json).write_text(json.dumps({"device": device_name(args.cpu), "shape": shape,
+                                                       "results": results}, indent=2))
+    print(f"\n{args.prompts} prompts x {args.samples} samples x {args.new_tokens} new tokens, {shape}, "
+          f"{device_name(args.cpu)}, torch {torch.__version__}")
     summary(results, args)
-    if args.json:
-        Path(args.json).write_text(json.dumps({"device": torch.cuda.get_device_name(), "results": results},
-                                              indent=2))
+
+
+def gib(value: float | None, unit: str = " GiB") -> str:
+    """A peak in GiB, or n/a (no CUDA memory counter on a CPU)."""
+    return "n/a" if value is None else f"{value:.2f}{unit}"
 
 
 def summary(results: dict, args) -> None:
@@ -242,9 +291,10 @@ def summary(results: dict, args) -> None:
     trl = results.get("trl")
     print(f"{'side':<20} {'median s/step':>14} {'peak GiB':>9} {'TRL / side time':>16} {'side / TRL memory':>18}")
     for name, r in results.items():
-        ratios = (f"{trl['median_step_s'] / r['median_step_s']:>15.2f}x {r['peak_mem_GiB'] / trl['peak_mem_GiB']:>18.2f}"
-                  if trl and name != "trl" else "")
-        print(f"{name:<20} {r['median_step_s']:>14.2f} {r['peak_mem_GiB']:>9.2f} {ratios}")
+        memory = (f"{r['peak_mem_GiB'] / trl['peak_mem_GiB']:>18.2f}" if trl and r["peak_mem_GiB"] and
+                  trl["peak_mem_GiB"] else f"{'n/a':>18}")
+        ratios = f"{trl['median_step_s'] / r['median_step_s']:>15.2f}x {memory}" if trl and name != "trl" else ""
+        print(f"{name:<20} {r['median_step_s']:>14.2f} {gib(r['peak_mem_GiB'], ''):>9} {ratios}")
     print("issue 29 asks TRL / rlvr step time >= 5 and rlvr / TRL peak memory <= 1")
     for name, r in results.items():
         if name == "trl":
@@ -252,10 +302,10 @@ def summary(results: dict, args) -> None:
         resumed = (f"resumed from step {r['resumed_from_step']} to step {r['last_step']}" if r["resumed_from_step"]
                    is not None else "no resume check")
         print(f"{name}: engine {r['engine']} (compiled layers: {args.compile_layers}), capture {r['capture_s']} s; "
-              f"{resumed}; medians after warm-up:")
+              f"{resumed}; reward items timed out: {r['reward_timeouts']}; medians after warm-up:")
         for phase, figures in r.get("profiles", {}).items():
-            print(f"  profiled step, {phase}: {figures['wall_s']:.3f} s wall, GPU busy {figures['gpu_busy_s']:.3f} s "
-                  f"({figures['gpu_busy_s'] / figures['wall_s']:.0%})")
+            print(f"  profiled step, {phase}: {figures['wall_s']:.3f} s wall, {figures['busy_label']} "
+                  f"{figures['busy_s']:.3f} s ({figures['busy_s'] / figures['wall_s']:.0%})")
         for phase in PHASES:
             values = [v for v in r[phase][args.warmup :] if v is not None]
             if values:

@@ -20,6 +20,7 @@ from rlvr.rewards.composite import RewardComposer
 from rlvr.rollout.base import Completion, RolloutEngine, SamplingParams
 from rlvr.rollout.episodes import EpisodeRunner
 from rlvr.tasks.base import Problem, Task
+from rlvr.watchdog import WATCH
 
 
 @dataclass
@@ -263,8 +264,8 @@ def evaluate_model(cfg: RunConfig, model_dir: str, settings: EvalSettings, show_
     from rlvr.envs import make_tasks
     from rlvr.models.loading import load_model, load_processor, load_tokenizer, resolve_device
     from rlvr.models.vision import is_vision_model, make_prompt_encoder
+    from rlvr.rewards.backends import local_reward_pool
     from rlvr.rewards.loading import check_reward_functions
-    from rlvr.rewards.pool import RewardPool
     from rlvr.rollout import make_engine
     from rlvr.sandbox.run import prepare_sandbox
 
@@ -277,13 +278,13 @@ def evaluate_model(cfg: RunConfig, model_dir: str, settings: EvalSettings, show_
     encode = make_prompt_encoder(tokenizer, processor, chat_template=cfg.model.chat_template,
                                  system_prompt=cfg.data.system_prompt, max_tokens=cfg.data.max_prompt_tokens,
                                  template_kwargs=cfg.model.chat_template_kwargs)
-    with RewardPool(cfg.rewards.num_workers, cfg.rewards.timeout_s,
-                               max_memory_mb=cfg.rewards.worker_max_memory_mb) as pool:
-        engine = make_engine(cfg.rollout.engine, model, tokenizer, cfg.rollout.batch_size, cfg.rollout.compile_layers)
-        torch.manual_seed(cfg.seed)
+    with local_reward_pool(cfg.rewards) as pool, WATCH.watch(cfg.tracking.stall_warning_s):
         # Only the tasks' verifiers decide what is correct; other reward terms (possibly Python callables that a
         # saved config.yaml names but cannot hold) are not needed.
         verifier = RewardComposer([RewardFunctionConfig(function="task", name="verifier")], pool)
+        pool.start(verifier.loads(tasks))  # the verifiers load while the engine is built
+        engine = make_engine(cfg.rollout.engine, model, tokenizer, cfg.rollout.batch_size, cfg.rollout.compile_layers)
+        torch.manual_seed(cfg.seed)
         return run_evaluation(engine, encode, tasks, verifier, settings, show_progress, label)
 
 
