@@ -16,7 +16,7 @@ tokens, one timed call per side; its figures say nothing about a GPU.
 
 Run:  python benchmarks/gpu_generate.py                         (128 prompts x 1 sample x 256 new tokens)
       python benchmarks/gpu_generate.py --prompts 16 --samples 8 --json out.json
-      python benchmarks/gpu_generate.py --cpu --skip compiled static-generate   (the rehearsal)
+      python benchmarks/gpu_generate.py --cpu --skip hf dynamic compiled static-generate   (the rehearsal)
 """
 
 from __future__ import annotations

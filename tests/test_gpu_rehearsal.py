@@ -44,19 +44,21 @@ def test_the_gpu_suite_rehearses_every_part_on_the_cpu(tmp_path):
     assert "train step 1/3" in log and "trl step 2:" in log  # each side says each step's time as it finishes
 
     generate = json.loads((out / "gpu_generate.json").read_text())
-    assert {"rlvr static engine", "rlvr hf engine"} <= set(generate["results"])
+    assert "rlvr static engine" in generate["results"]
     assert generate["parity"]["greedy_rows_identical"] == 1.0 and generate["parity"]["logprob_diff_max"] < 1e-4
     assert (out / "profile_static.txt").exists()
     assert json.loads((out / "quickstart" / "summary.json").read_text())
 
 
-def test_without_cuda_or_cpu_mode_the_gpu_benchmarks_say_how_to_rehearse():
-    for script in ("benchmarks/gpu_step.py", "benchmarks/gpu_generate.py"):
-        done = subprocess.run([sys.executable, script], cwd=ROOT, env=ENV, capture_output=True, text=True,
-                              timeout=300)
-        if done.returncode == 0:
-            pytest.skip("CUDA is here")
-        assert "needs a CUDA GPU" in done.stderr and f"{script} --cpu" in done.stderr
+def test_without_cuda_or_cpu_mode_the_gpu_benchmarks_say_how_to_rehearse(monkeypatch, capsys):
+    import torch
+    from gpu_shapes import require_cuda
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    require_cuda("benchmarks/gpu_step.py", cpu=True)  # the rehearsal goes on
+    with pytest.raises(SystemExit) as stopped:
+        require_cuda("benchmarks/gpu_step.py")
+    assert "needs a CUDA GPU" in str(stopped.value) and "benchmarks/gpu_step.py --cpu" in str(stopped.value)
 
 
 HANGS = """

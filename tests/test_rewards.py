@@ -285,13 +285,15 @@ def test_a_reward_that_fails_to_import_stops_at_start_naming_the_file_line_and_e
 
 
 def test_loading_longer_than_its_own_limit_stops_with_the_setting_to_change(tmp_path):
-    (tmp_path / "slow.py").write_text(SLOW_IMPORT.format(sleep=30))
-    with RewardPool(num_workers=1, timeout_s=1.0, load_timeout_s=2.0) as pool:
+    (tmp_path / "slow.py").write_text(SLOW_IMPORT.format(sleep=300))
+    with RewardPool(num_workers=1, timeout_s=1.0, load_timeout_s=10.0) as pool:
         pool.start([RewardLoad(f"{tmp_path}/slow.py:length", label="slow")])
         t = time.monotonic()
-        with pytest.raises(RewardFailure, match=r"did not finish loading slow within rewards.load_timeout_s=2 s"):
+        # (on a loaded machine the worker's own start-up may be what overruns: it counts as loading too)
+        with pytest.raises(RewardFailure, match=r"did not finish loading (slow|the reward worker \(starting Python\)) "
+                                                r"within rewards.load_timeout_s=10 s. Raise rewards.load_timeout_s"):
             pool.wait_ready()
-        assert time.monotonic() - t < 10
+        assert time.monotonic() - t < 30
 
 
 def test_items_that_keep_timing_out_stop_the_pool_naming_the_reward_limit_and_times(reward_file):

@@ -98,8 +98,8 @@ def test_a_reward_that_never_answers_is_named_while_waiting_then_stops_the_run(t
     assert proc.returncode == 2, err
     assert elapsed < 120, f"took {elapsed:.0f} s to stop"
     # while it waited: what for, and since when
-    stall = next(line for line in err.splitlines() if "no progress for" in line)
-    assert "(since " in stall and "reward worker" in stall and "scoring an item of 'never'" in stall
+    stalls = [line for line in err.splitlines() if "no progress for" in line and "scoring an item of 'never'" in line]
+    assert stalls and "(since " in stalls[0] and "reward worker" in stalls[0], err
     # the timeouts as they happened, then the error naming the reward, the limit, the times and the setting
     assert "an item timed out after 6" in err
     assert "2 items in a row timed out at rewards.timeout_s=6 s" in err and "never.py:never" in err

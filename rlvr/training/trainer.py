@@ -447,7 +447,8 @@ class Trainer:
             self.step -= 1
             raise StepGivenUp(self.step + 1, e.what, self._checkpoint_of_last_step(before)) from None
         except RewardFailure:  # the run stops: its metrics keep the timeouts and replacements that led there
-            logger.log(self.step, self._pool_counts())
+            if any((counts := self._pool_counts()).values()):
+                logger.log(self.step, counts)
             raise
         metrics.update(self.memory.read("gen"))
         with WATCH.waiting(f"step {self.step}'s update"):
