@@ -208,7 +208,7 @@ BOUND_BEFORE = re.compile(
 )
 BOUND_AFTER = re.compile(
     r"^[\s$})]*(?:or\s+(?:less|more|fewer|greater|higher|lower|above|below|so|thereabouts|over|under|fewer)\b"
-    r"|\+(?![\w(\\\s]*\d)|\\pm|±|-?ish\b|(?:and|or)\s+(?:up|down|above|below|over|under|higher|lower|less|more)\b)",
+    r"|\+(?![\w(\\\s]*\d)|\\pm(?![A-Za-z])|±|-?ish\b|(?:and|or)\s+(?:up|down|above|below|over|under|higher|lower|less|more)\b)",
     re.IGNORECASE,
 )
 

@@ -37,7 +37,7 @@ BOX = re.compile(r"\\(?:boxed|fbox)\s*\{")
 SENTENCE_END = re.compile(r"[.!?](?:\s|$)|\n")
 LATER_ANSWER = re.compile(r"\banswer\s*(?:is|:)\s*(?:\$|\\\(|-?\d)", re.IGNORECASE)
 LOWER_CHOICE = re.compile(r"\(?([a-e])\)?\.?")  # '(b)' answering choice B
-SEVERAL_IN_TEXT = re.compile(r"\\pm|\bor\b|\band\b|,(?!\d{3}\b)|;|\\cup")  # not a thousands separator
+SEVERAL_IN_TEXT = re.compile(r"\\pm(?![A-Za-z])|\bor\b|\band\b|,(?!\d{3}\b)|;|\\cup")  # not a thousands separator
 
 
 def final_statement(text: str) -> str:
@@ -138,12 +138,19 @@ def several_answers(text: str) -> list[str]:
     Answer: 154" offer two answers; "Initially \\boxed{4}. After correcting the count, the answer is \\boxed{5}."
     answers 5); [] otherwise. Class `hedge`."""
     stated = stated_answers(text)
-    values = list(dict.fromkeys(_compact(value).rstrip(".") for _, _, value in stated))
+    forms = {value: _written_form(value) for _, _, value in stated}
+    values = list(dict.fromkeys(forms.values()))
     if len(values) < 2:
         return []
-    last = _compact(stated[-1][2]).rstrip(".")
-    previous_end = max(end for _, end, value in stated if _compact(value).rstrip(".") != last)
+    last = forms[stated[-1][2]]
+    previous_end = max(end for _, end, value in stated if forms[value] != last)
     return [] if CORRECTION.search(text, previous_end, stated[-1][0]) else values
+
+
+def _written_form(value: str) -> str:
+    """A stated answer as written, without currency signs, spacing macros and delimiters (`\\$16,\\!386.20` and
+    `16,\\!386.20` state one answer)."""
+    return _compact(normalize_answer(value).latex).rstrip(".") or _compact(value).rstrip(".")
 
 
 def has_several_values(gold: str, parsed_gold: tuple) -> bool:
