@@ -239,3 +239,25 @@ def extract_answer(text: str, order: str | Iterable[str] = DEFAULT_ORDER) -> str
             found.append(answer)
     found = list(dict.fromkeys(found))
     return " or ".join(found) if found else None
+
+
+WRAPPERS = re.compile(r"^(?:\$\$?(?P<a>[^$]*)\$\$?|\\\((?P<b>(?:(?!\\[()]).)*)\\\)|\\\[(?P<c>(?:(?!\\[][]).)*)\\\]"
+                      r"|\*\*(?P<d>(?:(?!\*\*).)*)\*\*)$", re.DOTALL)
+
+
+def bare(text: str) -> str:
+    """An answer as written without what only dresses it: spacing, markdown emphasis, math delimiters (`$...$`,
+    `\\(...\\)`, `\\[...\\]`), one box around all of it, a full stop at its end (`**$\\boxed{72}$.**` -> `72`)."""
+    previous = None
+    text = text.strip()
+    while text != previous:
+        previous = text
+        text = text.strip().rstrip(".").strip().strip("_").strip()
+        wrapped = WRAPPERS.match(text)
+        if wrapped:
+            text = next(g for g in wrapped.groups() if g is not None)
+        elif BOX_COMMAND.match(text) and last_boxed(text) is not None:
+            box = BOX_COMMAND.match(text)
+            if text[box.end() : box.end() + 1] == "{" and closing_braces(text).get(box.end()) == len(text) - 1:
+                text = text[box.end() + 1 : -1]
+    return text.strip()
