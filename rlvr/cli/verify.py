@@ -14,6 +14,10 @@ from rich.table import Table
 from rlvr.config import parse_override
 from rlvr.errors import ConfigError, RlvrError
 from rlvr.rewards.pool import RewardPool
+from rlvr.verifiers.extraction import FORMATS_READ
+
+READS = ("The built-in verifiers read the final answer by one rule (docs/verifiers.md, \"The final answer\"): "
+         f"{FORMATS_READ}. Check that the prompt asks for one of these.")
 
 
 def verifier_args(overrides: list[str]) -> dict[str, Any]:
@@ -94,6 +98,7 @@ def score_command(path: str, task: str | None, verifier: str | None, overrides: 
     scores = [r.outcome.value for r in rows]
     mean = sum(scores) / len(scores)
     failed = sum(r.outcome.status != "ok" for r in rows)
+    no_answer = sum(r.outcome.status == "ok" and answer is None for r, answer in zip(rows, answers))
     checks = run_log_checks(rows) if any(r.logged is not None for r in rows) else {}
     if as_json:
         for r, answer in zip(rows, answers):
@@ -104,7 +109,8 @@ def score_command(path: str, task: str | None, verifier: str | None, overrides: 
                               "reference": r.reference, **logged,
                               "details": details(r.outcome, answer, r.reference), **r.outcome.extras,
                               **({"message": r.outcome.message} if r.outcome.message else {})}))
-        print(json.dumps({"verifier": spec, "rows": len(rows), "mean": mean, "failed": failed, **checks}))
+        print(json.dumps({"verifier": spec, "rows": len(rows), "mean": mean, "failed": failed, "no_answer": no_answer,
+                          **checks}))
         return
     table = Table(title=f"{spec} on {path}")
     for column in ("row", "id", "score", "status", "details"):
@@ -114,7 +120,10 @@ def score_command(path: str, task: str | None, verifier: str | None, overrides: 
                       details(r.outcome, answer, r.reference))
     console = Console()
     console.print(table)
-    console.print(f"mean score {mean:.4f} over {len(rows)} rows" + (f"; {failed} failed to score" if failed else ""))
+    console.print(f"mean score {mean:.4f} over {len(rows)} rows; no answer found in {no_answer}"
+                  + (f"; {failed} failed to score" if failed else ""))
+    if no_answer * 2 > len(rows):
+        console.print(f"[bold]Most completions state no answer this verifier reads.[/bold] {READS}")
     if checks:
         console.print(f"run log: {checks['rewarded']} of {checks['run_log_rows']} rows were rewarded; "
                       f"{len(checks['rewarded_answer_not_reference'])} of them showed an answer that is not the "

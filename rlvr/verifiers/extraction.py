@@ -179,6 +179,12 @@ def without_sign_off(text: str) -> str:
     return head + tail[: sign_off.start()] if sign_off and tail[: sign_off.start()].strip() else text
 
 
+FORMATS_READ = ("the contents of <answer>...</answer> tags (<think>...</think> before them is working), else a "
+                "final-answer line ('Final Answer: The final answer is 72.', '#### 72', 'Answer: 72', 'The answer is "
+                "72', in English, French, Spanish, German, Portuguese, Italian, Russian, Chinese, Japanese or Korean), "
+                "else the last \\boxed{...} or a short answer on its own, up to the end of the turn")
+
+
 def turn_text(completion: str) -> tuple[str, bool]:
     """(the completion up to the end of its turn, whether a turn marker ended it): chat-template markers before any
     text are dropped, the first one after text ends the reply."""
