@@ -63,7 +63,9 @@ def test_docs_publish_the_matrix_as_it_is():
 # --- the final-answer rule, piece by piece ----------------------------------------------------------------------
 
 def test_a_reply_ends_at_its_turn_and_its_thinking_is_working():
-    assert turn_text("<|im_start|>assistant\n72<|im_end|>\n<|im_start|>user\n73") == ("72", True)
+    text, ended = turn_text("<|im_start|>assistant\n72<|im_end|>\n<|im_start|>user\n73")
+    assert text.strip() == "72" and ended  # the opening and its role dropped, the next turn cut
+    assert turn_text("<|start_header_id|>assistant<|end_header_id|>\n\n72<|eot_id|>")[0].strip() == "72"
     assert turn_text("72") == ("72", False)
     text, closed = reply_text("<think>maybe \\boxed{71}</think>The answer is 72. I hope it is correct.")
     assert "71" not in text and closed  # a sign-off closes the answer, and stays for math-verify's own anchor
@@ -83,3 +85,18 @@ def test_a_hedge_is_two_final_answers_not_intermediate_work():
     assert extract_answer("<answer>72</answer><answer>73</answer>") == "72 or 73"
     assert extract_answer("\\boxed{12}\nFinal answer: 72") == "72"
     assert extract_answer("Step 1: add the ones.") is None  # a step label is not an answer
+
+
+def test_the_rule_stays_linear_on_adversarial_input():
+    import time
+
+    from rlvr.tasks.dataset import exact_match
+    from rlvr.verifiers.rules import written_final_answers
+
+    texts = ["Good luck" + " " * 390 + "x", "1 2 3 " * 20000, "<answer>" * 5000 + "x", "Final answer: " * 5000,
+             "$" * 20000, "**" * 20000 + "x", "\\boxed{" * 3000, "####" * 10000, "réponse " * 5000,
+             "<|im_end|>" * 5000 + "x", "I hope it is correct. " * 2000, ("Let me know if " + "a" * 100 + " ") * 300]
+    start = time.perf_counter()
+    for text in texts:
+        answer_regions(text), extract_answer(text), written_final_answers(text), exact_match("", text, "1")
+    assert time.perf_counter() - start < 20.0

@@ -38,6 +38,7 @@ NUMBER = re.compile(r"(?<![^\s=$])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:\s*/\
 LABEL_WORD = re.compile(r"(?:step|case|part|stage|phase|problem|question|example|method|option|line|item|no\.?|#)\s*$",
                         re.IGNORECASE)
 LINE_DECORATION = re.compile(r"[ \t>*_#-]*")
+LABEL_REACH = 80  # how far back a list number's line start is looked for
 
 
 def closing_braces(text: str) -> dict[int, int]:
@@ -104,16 +105,17 @@ def _is_label(text: str, match: re.Match) -> bool:
     by `.` or `)` and more text ("1. Add the ones")."""
     if LABEL_WORD.search(text[max(0, match.start() - 12) : match.start()]):
         return True
-    line_start = text.rfind("\n", 0, match.start()) + 1
-    opens_line = LINE_DECORATION.fullmatch(text, line_start, match.start()) is not None
+    window = max(0, match.start() - LABEL_REACH)  # a bounded look back keeps a long line linear
+    line_start = text.rfind("\n", window, match.start()) + 1 or (0 if window == 0 else -1)
+    opens_line = line_start >= 0 and LINE_DECORATION.fullmatch(text, line_start, match.start()) is not None
     return opens_line and re.match(r"[.)][ \t]*\S", text[match.end() : match.end() + 3]) is not None
 
 
 def final_number(text: str) -> str | None:
     """The last number standing on its own in the text (integers, decimals, thousands separators, simple fractions
     like 3/4); step and list numbers are labels, not values."""
-    numbers = [m.group() for m in NUMBER.finditer(text) if not _is_label(text, m)]
-    return numbers[-1].replace(" ", "") if numbers else None
+    last = next((m for m in reversed(list(NUMBER.finditer(text))) if not _is_label(text, m)), None)
+    return last.group().replace(" ", "") if last else None
 
 
 def whole_text(text: str) -> str | None:
@@ -146,12 +148,14 @@ def extraction_order(order: str | Iterable[str]) -> tuple[str, ...]:
 # The end of a reply's turn as chat templates write it (ChatML, Llama 3, DeepSeek, Gemma, Mistral, EOS strings):
 # what follows is no part of the reply (a model that goes on to write the user's next turn has finished answering).
 TURN_MARKER = re.compile(r"<\|[A-Za-z_]{2,40}\|>|<｜[^｜\n]{1,40}｜>|</s>|<eos>|<(?:end|start)_of_turn>|\[/?INST\]")
+ROLE_NAME = re.compile(r"^[ \t]*(?:assistant|model)\b[ \t]*(?=\n|<)", re.IGNORECASE)
 # Courtesy closings at the end of a reply (Minerva's "I hope it is correct." is part of the format it prompts for).
 SIGN_OFF = re.compile(
-    r"(?:[\s*_]*(?:I\s+hope\s+(?:it|this|that)\s+(?:is\s+correct|helps)|Hope\s+(?:it|this|that)\s+helps"
-    r"|Let\s+me\s+know\s+if\b[^.!?\n]{0,120}|Feel\s+free\s+to\b[^.!?\n]{0,120}|Good\s+luck)[\s*_]*[.!?]*[\s*_]*)+$",
+    r"(?:I\s+hope\s+(?:it|this|that)\s+(?:is\s+correct|helps)|Hope\s+(?:it|this|that)\s+helps"
+    r"|Let\s+me\s+know\s+if\b[^.!?\n]{0,120}|Feel\s+free\s+to\b[^.!?\n]{0,120}|Good\s+luck)[.!?]*",
     re.IGNORECASE)
-SIGN_OFF_CHARS = 400  # sign-offs are looked for only at the end (keeps the search linear)
+SIGN_OFF_CHARS = 200  # a sign-off sentence is shorter than this ...
+SIGN_OFFS = 3  # ... and at most this many end a reply
 THINK_BLOCK = re.compile(r"<(think|thinking)>.*?</\1>", re.DOTALL | re.IGNORECASE)
 ANSWER_TAG = re.compile(r"<answer>(.*?)(</answer>|$)", re.DOTALL | re.IGNORECASE)
 # "Answer" and "final answer" in other languages, as a marker (followed by a colon or "is"), read as the English one.
@@ -172,11 +176,16 @@ FINAL_MARKER = re.compile(
 
 
 def without_sign_off(text: str) -> str:
-    """`text` without a courtesy sign-off at its end ("I hope it is correct.", "Let me know if ..."); the text as
-    it is when it is nothing but one."""
-    head, tail = text[:-SIGN_OFF_CHARS], text[-SIGN_OFF_CHARS:]
-    sign_off = SIGN_OFF.search(tail)
-    return head + tail[: sign_off.start()] if sign_off and tail[: sign_off.start()].strip() else text
+    """`text` without the courtesy sign-offs at its end, each a sentence of its own ("I hope it is correct.", "Let
+    me know if ..."); the text as it is when it is nothing but sign-offs."""
+    end = len(text)
+    for _ in range(SIGN_OFFS):
+        last = text[:end].rstrip(" \t\n*_").rstrip(".!?")
+        start = max(last.rfind(c, max(0, len(last) - SIGN_OFF_CHARS)) for c in ".!?\n") + 1
+        if not SIGN_OFF.fullmatch(last[start:].strip(" \t\n*_")) or not last[:start].strip():
+            break
+        end = start
+    return text[:end]
 
 
 FORMATS_READ = ("the contents of <answer>...</answer> tags (<think>...</think> before them is working), else a "
@@ -187,10 +196,12 @@ FORMATS_READ = ("the contents of <answer>...</answer> tags (<think>...</think> b
 
 def turn_text(completion: str) -> tuple[str, bool]:
     """(the completion up to the end of its turn, whether a turn marker ended it): chat-template markers before any
-    text are dropped, the first one after text ends the reply."""
+    text are dropped (with the role they open: `<|im_start|>assistant`), the first one after text ends the
+    reply."""
     text = completion
-    while (lead := TURN_MARKER.match(text.lstrip())) is not None:
+    while (lead := TURN_MARKER.match(text.lstrip())) is not None:  # the template's opening, and the role it names
         text = text.lstrip()[lead.end() :]
+        text = ROLE_NAME.sub("", text, count=1)
     end = TURN_MARKER.search(text)
     return (text[: end.start()], True) if end else (text, False)
 
