@@ -126,7 +126,8 @@ def math_cases(p: Problem) -> dict[str, list[tuple[str, dict]]]:
                   (f"The answer is {r} or more.", {}), (f"\\boxed{{{w}, {r}}}", {}), (f"Réponse : {w} ou {r}", {})],
         "changed_answer": [(f"\\boxed{{{r}}}. Actually, the answer is \\boxed{{{w}}}.", {}),
                            (f"The answer is {r}.\nThe answer is {w}.", {}), (f"\\boxed{{{r}}}\nActually, {w}.", {}),
-                           (f"Answer: {r}. Wait, no: it is {w}.", {}), (f"\\boxed{{{r}}}. Or maybe {w}.", {})],
+                           (f"Answer: {r}. Wait, no: it is {w}.", {}), (f"\\boxed{{{r}}}. Or maybe {w}.", {}),
+                           (f"<answer>{r}</answer> Actually, {w}.", {})],
         "echo": [(p.prompt, {}), (f"{p.prompt}\n{p.prompt}", {}), (f"Question: {p.prompt}", {})],
         "empty_marker": [(f"{a} + {b} = \\boxed{{}}", {}), (f"{a} + {b} = \\boxed{{?}}", {}),
                          (f"Let me add {a} and {b}. The answer is", {}), (f"{a} + {b} = ", {}),
@@ -140,7 +141,8 @@ def math_cases(p: Problem) -> dict[str, list[tuple[str, dict]]]:
                    (f"{a} + {b} = {r}. Check: {r} - {b} = {a}. So the answer is \\boxed{{{r}}}.", {}),
                    (f"The answer is \\boxed{{{r}}}. Wait, let me check: {r} - {a} = {b}. Yes.", {}),
                    (f"Initially I got \\boxed{{{w}}}. That was a mistake in the tens; the answer is \\boxed{{{r}}}.", {}),
-                   (f"So, the final answer is {a} + {b} = {r}.", {})],
+                   (f"So, the final answer is {a} + {b} = {r}.", {}),
+                   (f"<answer>{r}</answer> Wait, let me check: {r} - {b} = {a}.", {})],
     }
 
 
@@ -221,11 +223,13 @@ def reasoning_gym_probes(problems: list[Problem]) -> list[Probe]:
             "unfinished": [f"The sum is <answer>{r}", f"{a} + {b} = {r} <answer>"],
             "hedge": [f"<answer>{w}</answer> <answer>{r}</answer>", f"<answer>{w} or {r}</answer>",
                       f"<answer>{w}, {r}</answer>"],
-            "changed_answer": [f"<answer>{r}</answer> Actually <answer>{w}</answer>"],
+            "changed_answer": [f"<answer>{r}</answer> Actually <answer>{w}</answer>",
+                               f"<answer>{r}</answer> Actually, {w}."],
             "echo": [prompt, f"{RG_INSTRUCTION} {r}"],
             "empty_marker": ["<answer></answer>", f"{a} + {b} = <answer> </answer>"],
             "plain": [f"<answer>{r}</answer>", f"<answer> {r} </answer>"],
-            "worked": [f"{a} + {b} = {r}, so <answer>{r}</answer>"],
+            "worked": [f"{a} + {b} = {r}, so <answer>{r}</answer>",
+                       f"<answer>{r}</answer> Wait, let me check: {r} - {b} = {a}."],
         }
         for name, texts in cases.items():
             kind = "control" if name in CONTROL_CLASSES else "hack"

@@ -47,7 +47,9 @@ def tagged_answers(completion: str, tag: str | None) -> list[str]:
     if tag is None:
         return [reply.strip()]
     found = [f.strip() for f in re.findall(rf"<{re.escape(tag)}>(.*?)</{re.escape(tag)}>", reply, flags=re.DOTALL)]
-    if found or tag != "answer" or re.search(r"<answer>", reply, re.IGNORECASE):
+    if found:  # and any other final answer after the last tag ("Actually, 150.")
+        return found + guards.later_alternatives(reply[reply.rfind(f"</{tag}>") + len(tag) + 3 :], found[-1])
+    if tag != "answer" or re.search(r"<answer>", reply, re.IGNORECASE):
         return found
     return rules.written_final_answers(reply).values
 

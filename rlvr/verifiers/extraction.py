@@ -8,8 +8,9 @@
    them (R1-Zero's template); else the reply from its first final-answer line on ("Final answer: ...", "The final
    answer is ...", GSM8K's "#### ...", a line opening with "Answer:" or "The answer is", in several languages), so
    results boxed or stated before it are intermediate work; else the whole reply.
-3. **A hedge is several different final answers** (two tags, two boxes or answer lines after the last marker, a
-   list in the answer), never intermediate work before the final answer.
+3. **A hedge is several different final answers** (two tags, a correction after the last tag, two boxes or
+   answer lines after the final-answer line, a list in the answer), never intermediate work before the final
+   answer.
 
 `answer_regions` applies 1 and 2; the verifiers read their answer from each region (math-verify for the math
 verifier; `extract_answer` below for the others: the last \\boxed{...} / \\fbox{...}, an "Answer:" or "####"
@@ -20,6 +21,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+
+from rlvr.verifiers.guards import later_alternatives
 
 BOX_COMMAND = re.compile(r"\\(?:boxed|fbox)\s*")
 ANSWER_MARKERS = (
@@ -221,7 +224,9 @@ def reply_text(completion: str) -> tuple[str, bool]:
 class Region:
     """Where a completion states its final answer: `text` to read it from, `closed` when something after it
     shows it was finished (a closing tag, the turn's end, a sign-off), and `how` it was found: 'tag' (an
-    `<answer>` tag's contents), 'final_line' (the reply from its first final-answer line on) or 'reply'."""
+    `<answer>` tag's contents), 'after_tag' (a value that a sentence after the last tag offers as a correction
+    or a hedge: another final answer), 'final_line' (the reply from its first final-answer line on) or
+    'reply'."""
 
     text: str
     closed: bool
@@ -230,14 +235,20 @@ class Region:
 
 def answer_regions(completion: str) -> list[Region]:
     """The regions of the final-answer rule (module docstring): one per different `<answer>` tag's contents (a
-    hedge offers several), else the reply from its first final-answer line on (when something follows the marker),
+    hedge offers several), and each value a sentence after the last tag offers as a correction or a hedge
+    ("Actually, 150."); else the reply from its first final-answer line on (when something follows the marker);
     else the reply."""
     text, closed = reply_text(completion)
     tags = ANSWER_TAG.findall(text)
     if tags:
         contents = list(dict.fromkeys(c.strip() for c, end in tags if c.strip()))
         ends = {c.strip(): bool(end) or closed for c, end in tags}
-        return [Region(c, ends[c], "tag") for c in contents] or [Region("", True, "tag")]
+        regions = [Region(c, ends[c], "tag") for c in contents] or [Region("", True, "tag")]
+        after = text[text.lower().rfind("</answer>") + len("</answer>") :] if "</answer>" in text.lower() else ""
+        # another final answer after the last tag: "<answer>154</answer> Actually, 150." (a check naming the
+        # answer again, "Wait, let me check: 154 - 96 = 58", is none)
+        offered = later_alternatives(after, contents[-1]) if contents else []
+        return regions + [Region(value, closed, "after_tag") for value in dict.fromkeys(offered)]
     for marker in FINAL_MARKER.finditer(text):
         if re.search(r"[^\s*_:.$=]", text[marker.end() :]):
             return [Region(text[marker.start() :], closed, "final_line")]

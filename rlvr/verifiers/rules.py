@@ -180,7 +180,7 @@ def written_final_answers(completion: str) -> WrittenAnswers:
     states none with an anchor."""
     values, finished = [], True
     for region in answer_regions(completion):
-        if region.how == "tag":
+        if region.how in ("tag", "after_tag"):
             values.append(bare(region.text))
             finished = finished and region.closed
             continue
