@@ -10,6 +10,10 @@ retried in a normalized form when math-verify says no. In front of all that, the
 (rlvr/verifiers/guards.py, docs/verifiers.md "Reward hacking"): restated questions, echoed prompts, hedges,
 unfinished answers and empty markers score 0.
 
+Where the answer is read follows the final-answer rule every rule verifier shares (rlvr.verifiers.extraction,
+docs/verifiers.md "The final answer"): the `<answer>` tags' contents, else the reply from its final-answer line
+on, else the reply, up to the end of its turn; each region is read as above.
+
 `math_score` is a reward function: `rlvr.verifiers.math:math_score`.
 """
 
@@ -267,8 +271,7 @@ def unanswered(reading: Reading, truncated: bool, words: bool = False, anywhere:
     `empty_marker`); it was cut off by the token limit and holds no answer it finished in a box or after an
     answer marker (class `unfinished`); or its only answer is math-verify's unanchored fallback far from its end,
     followed by more than UNANCHORED_TAIL_SENTENCES sentence or UNANCHORED_TAIL_CHARS characters, a sign-off aside
-    (class
-    `unfinished`). `words`: the reference is a word answer or a choice letter, which the rules read as text.
+    (class `unfinished`). `words`: the reference is a word answer or a choice letter, which the rules read as text.
     `anywhere` (extract='anywhere') drops the two `unfinished` rules: any answer math-verify finds counts."""
     text = reading.source
     if words:  # a word answer or a choice letter: the box, the answer line or the short text states it
