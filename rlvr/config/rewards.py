@@ -73,7 +73,7 @@ class JudgeSettings(Section):
     threshold: float | Literal["auto"] = Field("auto", description="Pass when P(yes) / (P(yes) + P(no)) at the "
                                                "verdict position is at least this (a confidence threshold, in (0, 1)); "
                                                "auto: calibrated when the judge loads, on seeded right and wrong "
-                                               "answers to additions (rlvr.rewards.judge.calibrate), as the threshold "
+                                               "answers to additions (rlvr.rewards.judge.Judge.calibrate), as the threshold "
                                                "that best tells them apart while passing wrong answers at most half "
                                                "as often as right ones.")
     output: Literal["verdict", "probability"] = Field("verdict", description="The reward: 1/0 by the threshold, "
