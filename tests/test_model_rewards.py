@@ -85,13 +85,39 @@ def test_identical_question_answer_pairs_are_judged_once(tiny_lm):
 @pytest.mark.parametrize("reply", ["", ":", "Solution", "Thought process:", "Let's solve this problem step by step.",
                                    "解", QUESTION, f"Question: {QUESTION}", "The answer is 58 + 96.", "Yes",
                                    "The response matches the reference answer.",
-                                   "My answer is the same as the reference answer."])
+                                   "My answer is the same as the reference answer.", "Step 1:",
+                                   "1. Add the ones.\n2. Add the tens.", "<answer>150</answer><answer>154</answer>",
+                                   "The answer is 150 or 154."])
 def test_replies_without_a_final_answer_cannot_pass_and_never_reach_the_judge(tiny_lm, reply):
     judge = make_judge(tiny_lm, threshold=0.01)  # a judge that passes almost anything it is asked
     [out] = judge.score([QUESTION], [reply], ["154"])
     assert out == {**out, "score": 0.0, "passed": 0.0, "refused": 1.0} and not judge.cache
     [off] = make_judge(tiny_lm, threshold=0.01, require_answer=False).score([QUESTION], [reply], ["154"])
     assert off["refused"] == 0.0 and off["passed"] == 1.0
+
+
+def test_the_auto_threshold_best_tells_right_from_wrong_with_wrong_passing_at_most_half_as_often():
+    from rlvr.rewards.judge import best_threshold, calibration_replies, pass_rates
+
+    right, wrong = [0.80, 0.78, 0.76, 0.70], [0.74, 0.69, 0.66, 0.65, 0.60, 0.79]
+    t = best_threshold(right, wrong)  # 0.695 passes every right answer and 2 of 6 wrong ones (0.75: 3/4 and 1/6)
+    assert t == pytest.approx(0.695) and pass_rates(right, wrong, t) == (1.0, 1 / 3)
+    right, wrong = [0.9] * 4 + [0.6] * 6, [0.7] * 11 + [0.5] * 9  # 0.55 tells them apart best, but passes 55% wrong
+    t = best_threshold(right, wrong)
+    assert t == pytest.approx(0.8) and pass_rates(right, wrong, t) == (0.4, 0.0)
+    assert best_threshold([0.5, 0.5], [0.6, 0.7]) > 0.7  # cannot tell them apart: above every wrong answer
+    items = calibration_replies(4)
+    assert len(items) == 12 and sum(right for *_, right in items) == 4
+    assert all(ref == str(eval(q.split("What is ")[1].split("?")[0])) for q, ref, _, _ in items)  # noqa: S307
+
+
+def test_a_judge_with_threshold_auto_calibrates_on_load_and_passes_by_it(tiny_lm):
+    judge = make_judge(tiny_lm)  # threshold: auto, the default
+    c = judge.calibration
+    assert judge.threshold == c["threshold"] and c["questions"] == 48 and c["wrong_passed"] <= c["right_passed"] / 2
+    [out] = judge.score([QUESTION], ["The answer is 154."], ["154"])
+    assert out["passed"] == float(out["p_yes"] >= judge.threshold)
+    assert make_judge(tiny_lm, threshold=0.3).calibration == {}  # a number is kept as it is
 
 
 def test_a_sealed_reply_cannot_write_special_tokens_or_the_fence(tiny_lm):
@@ -186,7 +212,14 @@ def test_judge_probe_command_prints_rates_per_class_as_json(tiny_lm):
                                       "--set", "threshold=0.01"), capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
-    assert result["questions"] == 2 and result["judge"]["threshold"] == 0.01
+    assert result["questions"] == 2 and result["judge"]["threshold"] == 0.01 and result["calibration"] == {}
+    on = result["wrong_vs_right"]["on"]  # this lenient judge passes wrong answers as often as right ones
+    assert on == {"wrong_passed": result["settings"]["on"]["wrong_answer"]["false_positive_rate"],
+                  "right_passed": result["settings"]["on"]["correct"]["acceptance"]}
+    strict = subprocess.run(rlvr_command("verify", "judge-probe", "--judge", tiny_lm[0], "--problems", "2", "--json",
+                                         "--strict", "--set", "threshold=0.01"), capture_output=True, text=True,
+                            timeout=300)
+    assert strict.returncode == (1 if on["wrong_passed"] > on["right_passed"] / 2 else 0)
     assert set(result["settings"]["on"]) == set(result["settings"]["off"]) >= set(MASTER_KEYS)
 
 

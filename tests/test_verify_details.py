@@ -59,3 +59,18 @@ def test_a_runs_completions_are_scored_against_their_reference_with_the_conversa
     assert main(["verify", "--verifier", f"{seen}:score", path, "--json", "--workers", "1"]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()][:2]
     assert [(r["score"], r["status"]) for r in rows] == [(1.0, "ok"), (1.0, "ok")]
+
+
+def test_verify_counts_the_rows_with_no_answer_found_and_names_the_formats_read(tmp_path, capsys):
+    """A prompt asking for one format scored by a verifier reading another shows as rows with no answer found."""
+    rows = [{"prompt": "What is 2+3?", "completion": text, "answer": "5"}
+            for text in ("<answer>5</answer>", "Antwort: 5", "Let me think.\nFive, I think.", "Hmm.\nNo idea.",
+                         "Adding them.\nDone.")]
+    path = write_rows(tmp_path / "rows.jsonl", rows)
+    assert main(["verify", "--verifier", "rlvr.verifiers.math:math_score", path, "--json", "--workers", "1"]) == 0
+    summary = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert summary["rows"] == 5 and summary["no_answer"] == 3 and summary["mean"] == 0.4
+    assert main(["verify", "--verifier", "rlvr.verifiers.math:math_score", path, "--workers", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "no answer found in 3" in out and "Most completions state no answer this verifier reads" in out
+    assert "<answer>" in out.split("Most completions")[1]

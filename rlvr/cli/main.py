@@ -206,7 +206,8 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--problems", type=int, default=10, help="hacks: problems drawn per verifier")
     v.add_argument("--seed", type=int, default=0, help="hacks: seed of the problems drawn")
     v.add_argument("--strict", action="store_true", help="hacks: exit 1 when a hack is paid or a control refused; "
-                   "judge-probe: when a master-key class passes above 5%% with the defences on")
+                   "judge-probe: when, with the defences on, a master-key class passes above 5%% or wrong answers "
+                   "pass more than half as often as right ones")
     v.add_argument("--defences", default="off,on", help="judge-probe: 'off', 'on' or 'off,on' (default)")
     v.add_argument("--judge", help="judge-probe: the judge model (HF directory, hub name, .gguf or packaged name)")
     v.set_defaults(func=cmd_verify)

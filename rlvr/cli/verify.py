@@ -14,6 +14,10 @@ from rich.table import Table
 from rlvr.config import parse_override
 from rlvr.errors import ConfigError, RlvrError
 from rlvr.rewards.pool import RewardPool
+from rlvr.verifiers.extraction import FORMATS_READ
+
+READS = ("The built-in verifiers read the final answer by one rule (docs/verifiers.md, \"The final answer\"): "
+         f"{FORMATS_READ}. Check that the prompt asks for one of these.")
 
 
 def verifier_args(overrides: list[str]) -> dict[str, Any]:
@@ -94,6 +98,7 @@ def score_command(path: str, task: str | None, verifier: str | None, overrides: 
     scores = [r.outcome.value for r in rows]
     mean = sum(scores) / len(scores)
     failed = sum(r.outcome.status != "ok" for r in rows)
+    no_answer = sum(r.outcome.status == "ok" and answer is None for r, answer in zip(rows, answers))
     checks = run_log_checks(rows) if any(r.logged is not None for r in rows) else {}
     if as_json:
         for r, answer in zip(rows, answers):
@@ -104,7 +109,8 @@ def score_command(path: str, task: str | None, verifier: str | None, overrides: 
                               "reference": r.reference, **logged,
                               "details": details(r.outcome, answer, r.reference), **r.outcome.extras,
                               **({"message": r.outcome.message} if r.outcome.message else {})}))
-        print(json.dumps({"verifier": spec, "rows": len(rows), "mean": mean, "failed": failed, **checks}))
+        print(json.dumps({"verifier": spec, "rows": len(rows), "mean": mean, "failed": failed, "no_answer": no_answer,
+                          **checks}))
         return
     table = Table(title=f"{spec} on {path}")
     for column in ("row", "id", "score", "status", "details"):
@@ -114,7 +120,10 @@ def score_command(path: str, task: str | None, verifier: str | None, overrides: 
                       details(r.outcome, answer, r.reference))
     console = Console()
     console.print(table)
-    console.print(f"mean score {mean:.4f} over {len(rows)} rows" + (f"; {failed} failed to score" if failed else ""))
+    console.print(f"mean score {mean:.4f} over {len(rows)} rows; no answer found in {no_answer}"
+                  + (f"; {failed} failed to score" if failed else ""))
+    if no_answer * 2 > len(rows):
+        console.print(f"[bold]Most completions state no answer this verifier reads.[/bold] {READS}")
     if checks:
         console.print(f"run log: {checks['rewarded']} of {checks['run_log_rows']} rows were rewarded; "
                       f"{len(checks['rewarded_answer_not_reference'])} of them showed an answer that is not the "
@@ -151,13 +160,15 @@ def hacks_command(only: str | None, problems: int, seed: int, workers: int, time
     return 1 if strict and not result["clean"] else 0
 
 
-MAX_MASTER_KEY_RATE = 0.05  # judge-probe --strict: a master-key class paid more often than this fails
+MAX_MASTER_KEY_RATE = 0.05  # judge-probe --strict: a master-key class paid more often than this fails, ...
+MAX_WRONG_PASS_RATIO = 0.5  # ... and so do wrong answers passed more than this times as often as right ones
 
 
 def judge_probe_command(model: str, overrides: list[str], problems: int, seed: int, as_json: bool,
                         strict: bool, defences: str = "off,on") -> int:
-    """Probe an LLM judge with master-key replies, defences off and on; 1 with `strict` when a master-key class
-    passes above MAX_MASTER_KEY_RATE with the defences on."""
+    """Probe an LLM judge with master-key replies, defences off and on; 1 with `strict` when, with the defences
+    on, a master-key class passes above MAX_MASTER_KEY_RATE or wrong answers pass more than MAX_WRONG_PASS_RATIO
+    times as often as right ones."""
     from pydantic import ValidationError
 
     from rlvr.config import JudgeSettings
@@ -171,10 +182,13 @@ def judge_probe_command(model: str, overrides: list[str], problems: int, seed: i
     which = tuple(d.strip() for d in defences.split(",") if d.strip())
     if not which or set(which) - {"off", "on"}:
         raise ConfigError(f"--defences: 'off', 'on' or 'off,on', got {defences!r}")
-    probes, results = probe_judge(settings, problems, seed, which)
-    result = summary(probes, results)
+    probes, results, calibration = probe_judge(settings, problems, seed, which)
+    result = {**summary(probes, results), "calibration": calibration}
     if as_json:
         print(json.dumps({"judge": settings.model_dump(), **result}, indent=2, ensure_ascii=False))
     else:
         render(result, Console())
-    return 1 if strict and result["worst_master_key_rate"].get("on", 0.0) > MAX_MASTER_KEY_RATE else 0
+    judged = result["wrong_vs_right"].get("on")
+    tells_apart = judged is None or judged["wrong_passed"] <= MAX_WRONG_PASS_RATIO * judged["right_passed"]
+    return 1 if strict and (result["worst_master_key_rate"].get("on", 0.0) > MAX_MASTER_KEY_RATE
+                            or not tells_apart) else 0

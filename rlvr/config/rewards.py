@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Literal
 
-from pydantic import Field, field_serializer, model_validator
+from pydantic import Field, field_serializer, field_validator, model_validator
 
 from rlvr.config.base import Section
 
@@ -70,8 +70,12 @@ class JudgeSettings(Section):
                            description="Words whose first token counts as a yes verdict.")
     no: list[str] = Field(default_factory=lambda: ["No", "no", " No", " no", "NO"], min_length=1,
                           description="Words whose first token counts as a no verdict.")
-    threshold: float = Field(0.5, gt=0, lt=1, description="Pass when P(yes) / (P(yes) + P(no)) at the verdict "
-                             "position is at least this (a confidence threshold).")
+    threshold: float | Literal["auto"] = Field("auto", description="Pass when P(yes) / (P(yes) + P(no)) at the "
+                                               "verdict position is at least this (a confidence threshold, in (0, 1)); "
+                                               "auto: calibrated when the judge loads, on seeded right and wrong "
+                                               "answers to additions (rlvr.rewards.judge.Judge.calibrate), as the threshold "
+                                               "that best tells them apart while passing wrong answers at most half "
+                                               "as often as right ones.")
     output: Literal["verdict", "probability"] = Field("verdict", description="The reward: 1/0 by the threshold, "
                                                       "or the probability itself (0 when a defence refused).")
     require_answer: bool = Field(True, description="Defence: a reply with no extractable final answer (after "
@@ -93,6 +97,13 @@ class JudgeSettings(Section):
     cache_size: int = Field(4096, ge=0, description="(question, reference, reply) verdicts kept per worker.")
     dtype: Literal["float32", "bfloat16", "float16", "auto"] = Field("float32", description="The judge's dtype.")
     device: str = Field("cpu", pattern=r"^(auto|cpu|cuda(:\d+)?)$", description="Where the judge runs.")
+
+    @field_validator("threshold")
+    @classmethod
+    def _threshold_between_0_and_1(cls, value: float | str) -> float | str:
+        if value != "auto" and not 0 < value < 1:
+            raise ValueError("must be 'auto' or a number strictly between 0 and 1")
+        return value
 
 
 class RewardModelSettings(Section):

@@ -15,7 +15,14 @@ Defences, on by default, each switchable so its effect can be measured (`rlvr ve
 - `reads: answer` (off by default): the judge reads only the final answer and compares it with the reference
   in a few-shot list of answer pairs, the way compact verifiers judge (Chen et al. 2025, "xVerify"): a 135M judge
   cannot grade a solution but can tell two answers apart;
-- `threshold`: the reply passes only when P(yes) / (P(yes) + P(no)) reaches a confidence threshold.
+- `threshold`: the reply passes only when P(yes) / (P(yes) + P(no)) reaches a confidence threshold; `auto` (the
+  default) calibrates it when the judge loads (`calibrate`): a small judge's P(yes) is high for right and wrong
+  answers alike (SmolLM2-135M-Instruct with reads=answer: 0.77 and 0.67), so a fixed 0.5 passes nearly every wrong
+  answer.
+
+The final answer is read by the final-answer rule every rule verifier follows (rlvr.verifiers.extraction: the
+`<answer>` tag, the final-answer line, else the reply; a step or list number is a label, not an answer), and a
+reply that offers several different final answers is refused like one that offers none.
 
 Verdicts of identical (question, reference, reply) triples are cached per process; a call scores one prompt
 group in batches of `batch_size`. The judge runs in the reward workers like every reward, so its calls keep the
@@ -27,6 +34,7 @@ from __future__ import annotations
 
 import functools
 import math
+import random
 import re
 from collections import OrderedDict
 from typing import Any
@@ -99,6 +107,8 @@ def answer_refusal(question: str, reference: str, answer: str | None) -> str | N
     """Why `require_answer` refuses a reply whose final answer (`final_answer`) is `answer`, or None."""
     if answer is None:
         return "no final answer"
+    if " or " in answer and not guards.hedged_values(reference) or guards.hedged_values(answer):
+        return "several final answers"
     if guards.restates_prompt(answer, question, reference):
         return "the answer restates the question"
     if GRADER_TALK.search(answer) and not GRADER_TALK.search(reference):
@@ -108,8 +118,47 @@ def answer_refusal(question: str, reference: str, answer: str | None) -> str | N
     return None
 
 
+CALIBRATION_QUESTIONS = 48  # seeded additions; each asked with its right sum and two wrong ones
+MAX_WRONG_PASS_RATIO = 0.5  # auto: a wrong answer passes at most half as often as a right one
+
+
+def calibration_replies(n: int = CALIBRATION_QUESTIONS) -> list[tuple[str, str, str, bool]]:
+    """(question, reference, reply, right) for `n` seeded additions (a stream of its own, apart from the probes'):
+    the right sum, one off by one and one off by ten, each written as a short boxed answer."""
+    rng = random.Random("judge-calibration")
+    replies = []
+    for _ in range(n):
+        a, b = rng.randint(10, 99), rng.randint(10, 99)
+        question, reference = f"What is {a} + {b}? Put the final answer in \\boxed{{}}.", str(a + b)
+        for value, right in ((a + b, True), (a + b + rng.choice((-1, 1)), False), (a + b + rng.choice((-10, 10)), False)):
+            replies.append((question, reference, f"The answer is \\boxed{{{value}}}.", right))
+    return replies
+
+
+def pass_rates(p_right: list[float], p_wrong: list[float], threshold: float) -> tuple[float, float]:
+    """(share of right answers passed, share of wrong answers passed) at `threshold`."""
+    return (sum(p >= threshold for p in p_right) / len(p_right), sum(p >= threshold for p in p_wrong) / len(p_wrong))
+
+
+def best_threshold(p_right: list[float], p_wrong: list[float], max_ratio: float = MAX_WRONG_PASS_RATIO) -> float:
+    """The threshold, halfway between two observed P(yes), that best tells right from wrong answers (the largest
+    share of right passed minus share of wrong passed) among those passing wrong answers at most `max_ratio` times
+    as often as right ones; above every P(yes) of a wrong answer when none does."""
+    values = sorted(set(p_right) | set(p_wrong))
+    candidates = [(lo + hi) / 2 for lo, hi in zip(values, values[1:])] or values
+    best, best_gap = None, -1.0
+    for t in candidates:
+        right, wrong = pass_rates(p_right, p_wrong, t)
+        if right > 0 and wrong <= max_ratio * right and right - wrong > best_gap:
+            best, best_gap = t, right - wrong
+    if best is None:
+        best = min(math.nextafter(max(p_wrong), 1.0), 1 - 1e-9)
+    return best
+
+
 class Judge:
-    """A judge model with its settings: the prompt it reads, the defences, and a verdict cache."""
+    """A judge model with its settings: the prompt it reads, the defences, a calibrated threshold, and a verdict
+    cache."""
 
     def __init__(self, settings: JudgeSettings, model=None, tokenizer=None):
         if model is None:
@@ -131,6 +180,22 @@ class Judge:
                                key=len, reverse=True)
         self.cache: OrderedDict[tuple[str, str, str], float] = OrderedDict()
         self.hits = 0
+        self.calibration: dict[str, float] = {}
+        self.threshold = self.calibrate() if settings.threshold == "auto" else float(settings.threshold)
+
+    def calibrate(self) -> float:
+        """The `auto` threshold: the judge's P(yes) on `calibration_replies` (read as it reads any reply), then
+        `best_threshold`; what it measured is kept in `calibration` (rlvr verify judge-probe prints it)."""
+        items = calibration_replies()
+        p = self.yes_probabilities([self.prompt_ids(q, ref, reply) for q, ref, reply, _ in items])
+        p_right = [x for x, item in zip(p, items) if item[3]]
+        p_wrong = [x for x, item in zip(p, items) if not item[3]]
+        threshold = best_threshold(p_right, p_wrong)
+        right, wrong = pass_rates(p_right, p_wrong, threshold)
+        self.calibration = {"threshold": threshold, "right_passed": right, "wrong_passed": wrong,
+                            "mean_p_yes_right": sum(p_right) / len(p_right),
+                            "mean_p_yes_wrong": sum(p_wrong) / len(p_wrong), "questions": len(p_right)}
+        return threshold
 
     def sealed(self, reply: str) -> str:
         """The reply with every special-token string (`<|im_start|>`, `<|im_end|>` ...) and the template's fences
@@ -226,7 +291,7 @@ class Judge:
         return results
 
     def _result(self, p_yes: float) -> dict[str, Any]:
-        passed = p_yes >= self.settings.threshold
+        passed = p_yes >= self.threshold
         score = p_yes if self.settings.output == "probability" else float(passed)
         return {"score": score, "p_yes": p_yes, "passed": float(passed), "refused": 0.0}
 

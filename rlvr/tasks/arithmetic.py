@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import random
+import re
 
 from rlvr.tasks.base import TASKS, Problem, Task
 from rlvr.verifiers import guards
-from rlvr.verifiers.verdict import Verdict
+from rlvr.verifiers.extraction import reply_text
+from rlvr.verifiers.rules import written_final_answers
+from rlvr.verifiers.verdict import Verdict, shown_answer
 
 OPERATORS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b}
 
@@ -23,15 +26,24 @@ def parse_int(text: str) -> int | None:
 
 
 def score(prompt: str, completion: str, answer: str, truncated: bool = False, **_: object) -> Verdict:
-    """1.0 when the completion states exactly the right integer, else 0.0, with the integer it read. The integer
-    must be the only one offered ("154 or 155", "154, actually 150" are hedges) and finished (a completion cut
-    off by the token limit right after its digits may have been writing a longer number)."""
+    """1.0 when the completion states exactly the right integer, else 0.0, with the integer it read. By the
+    final-answer rule (rlvr.verifiers.extraction), an explicit final answer (an `<answer>` tag, a final-answer line,
+    a box) is the answer and must be that integer as written; without one, the integer the reply starts with. The
+    integer must be the only one offered ("154 or 155", "154, actually 150" are hedges) and finished (a completion
+    cut off by the token limit right after its digits may have been writing a longer number)."""
+    stated = written_final_answers(completion)
+    if stated.values:
+        values = [parse_int(v) if re.fullmatch(r"-?\d+", v) else None for v in stated.values]
+        ok = stated.finished or not truncated
+        ok = ok and None not in values and set(values) == {parse_int(str(answer))}
+        return Verdict(float(ok), shown_answer(" or ".join(stated.values)))
+    completion, turn_ended = reply_text(completion)
     value = parse_int(completion)
     if value is None:
         return Verdict(0.0, None)
     head = completion.strip().split()[0]
     rest = completion.strip()[len(head) :]
-    unfinished = truncated and not rest
+    unfinished = truncated and not rest and not turn_ended
     offered = guards.hedged_values(f"{value}{rest[:80]}", (0, len(str(value)))) or \
         guards.later_alternatives(rest, str(value))
     ok = not unfinished and not any(o.replace("−", "-") != str(value) for o in offered) and \
@@ -72,7 +84,10 @@ class ArithmeticTask(Task):
         return self.eval_size if split == "eval" else None
 
     def final_answer(self, completion: str) -> str | None:
-        value = parse_int(completion)
+        stated = written_final_answers(completion).values
+        if stated:
+            return " or ".join(stated)
+        value = parse_int(reply_text(completion)[0])
         return None if value is None else str(value)
 
     def problem(self, split: str, index: int) -> Problem:

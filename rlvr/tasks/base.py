@@ -65,8 +65,8 @@ class Task(ABC):
 
     def final_answer(self, completion: str) -> str | None:
         """The answer a completion states, as text with whitespace collapsed (what majority votes and answer
-        diversity count), or None when it states none. Default: the last \\boxed{}, an 'Answer:' line, or the
-        last number (rlvr.verifiers.extraction)."""
+        diversity count), or None when it states none. Default: by the final-answer rule, the last \\boxed{}, an
+        'Answer:' line, or the last number of the final answer's region (rlvr.verifiers.extraction)."""
         found = extract_answer(completion)
         return None if found is None else " ".join(found.split())
 

@@ -10,15 +10,22 @@ from rlvr.errors import ConfigError, DataError, RlvrError
 from rlvr.sandbox import check_function_tests, check_io_cases
 from rlvr.tasks.base import TASKS, Problem, Task
 from rlvr.tasks.dataset import read_rows
+from rlvr.verifiers.extraction import ANSWER_TAG, THINK_BLOCK, turn_text
 from rlvr.verifiers.verdict import Verdict
 
 FENCED_BLOCK = re.compile(r"```[\w+-]*[ \t]*\n(.*?)```", re.DOTALL)
 
 
 def extract_code(completion: str) -> str:
-    """The last fenced code block of a completion, or the whole completion when it has none."""
-    blocks = FENCED_BLOCK.findall(completion)
-    return blocks[-1] if blocks else completion
+    """The program a completion gives, by the final-answer rule (rlvr.verifiers.extraction): in the reply up to the
+    end of its turn, `<think>` blocks aside, inside its last `<answer>` tag when it has one, the last fenced code
+    block, or all of that text when it has none."""
+    text = THINK_BLOCK.sub("", turn_text(completion)[0])
+    tags = ANSWER_TAG.findall(text)
+    if tags:
+        text = tags[-1][0]
+    blocks = FENCED_BLOCK.findall(text)
+    return blocks[-1] if blocks else text
 
 
 class ProgramAnswer:
@@ -32,8 +39,9 @@ class ProgramAnswer:
 
 
 def humaneval_score(prompt: str, completion: str, test: str, entry_point: str, **_: Any) -> Verdict:
-    """1.0 when prompt + completion (the function body) passes all of the problem's tests, else 0.0; the answer
-    it judged is the completion, run after the prompt."""
+    """1.0 when prompt + completion (the function body, up to the end of its turn) passes all of the problem's
+    tests, else 0.0; the answer it judged is the completion, run after the prompt."""
+    completion = turn_text(completion)[0]
     return Verdict(check_function_tests(prompt + completion, test, entry_point, prelude=prompt),
                    completion.strip() or None)
 

@@ -20,6 +20,8 @@ from rlvr.errors import ConfigError, DataError, did_you_mean
 from rlvr.models.images import image_parts, load_image, with_images
 from rlvr.models.prompts import Prompt, conversation_problem, is_conversation
 from rlvr.tasks.base import RESERVED_FIELDS, TASKS, Problem, Task
+from rlvr.verifiers.extraction import bare, reply_text, without_sign_off
+from rlvr.verifiers.rules import written_final_answers
 from rlvr.verifiers.verdict import Verdict, shown_answer
 
 BAD_ROW_POLICIES = ("error", "skip")
@@ -37,10 +39,17 @@ class Row:
 
 
 def exact_match(prompt: str, completion: str, answer: str, truncated: bool = False, **_: Any) -> Verdict:
-    """1.0 when the stripped completion equals the stripped answer; a completion cut off by the token limit has
-    not finished its answer and scores 0. The whole completion is the answer it judged."""
-    text = completion.strip()
-    return Verdict(float(not truncated and text == str(answer).strip()), shown_answer(text))
+    """1.0 when the completion's final answer is exactly the reference, by the final-answer rule
+    (rlvr.verifiers.extraction): its `<answer>` tag's contents, the answer of its final-answer line ("Final answer:
+    ...", "#### ..."), its boxed answer, else the whole reply; compared as written, without what only dresses it
+    (spacing, `$...$`, `**...**`, one box around it, a full stop). Several different final answers (a hedge) score
+    0, and so does an answer cut off by the token limit. The answer it judged is shown."""
+    stated = written_final_answers(completion)
+    values = stated.values or [bare(without_sign_off(reply_text(completion)[0]))]
+    finished = not truncated or (stated.finished if stated.values else reply_text(completion)[1])
+    reference = bare(str(answer))
+    ok = finished and all(v == reference for v in values)
+    return Verdict(float(ok), shown_answer(" or ".join(values)))
 
 
 def _utf8_problem(raw: bytes, error: UnicodeDecodeError) -> str:

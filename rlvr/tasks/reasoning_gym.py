@@ -11,6 +11,7 @@ from typing import Any
 from rlvr.errors import ConfigError, RlvrError, did_you_mean
 from rlvr.tasks.base import TASKS, Problem, Task
 from rlvr.verifiers import guards, rules
+from rlvr.verifiers.extraction import reply_text
 from rlvr.verifiers.verdict import Verdict, shown_answer
 
 INSTRUCTION = "Give your final answer inside <answer></answer> tags."
@@ -38,10 +39,29 @@ def _scorer(name: str):
 
 
 def tagged_answers(completion: str, tag: str | None) -> list[str]:
-    """The text inside every complete <tag>...</tag>, in order, or the whole completion when tag is None."""
+    """The final answers of a completion by the final-answer rule (rlvr.verifiers.extraction: the reply up to the
+    end of its turn, `<think>` blocks aside): the text inside every complete <tag>...</tag>, in order; for the
+    default tag `answer` without one, the explicit final answer of another format (a final-answer line, a box); the
+    whole reply when tag is None."""
+    reply = reply_text(completion)[0]
     if tag is None:
-        return [completion.strip()]
-    return [found.strip() for found in re.findall(rf"<{tag}>(.*?)</{tag}>", completion, flags=re.DOTALL)]
+        return [reply.strip()]
+    found = [f.strip() for f in re.findall(rf"<{re.escape(tag)}>(.*?)</{re.escape(tag)}>", reply, flags=re.DOTALL)]
+    if found:  # and any other final answer after the last tag ("Actually, 150.")
+        return found + guards.later_alternatives(reply[reply.rfind(f"</{tag}>") + len(tag) + 3 :], found[-1])
+    if tag != "answer" or re.search(r"<answer>", reply, re.IGNORECASE):
+        return found
+    return rules.written_final_answers(reply).values
+
+
+def finished_answer(completion: str, tag: str | None) -> bool:
+    """Whether the answer was finished before any token limit: a closed tag, or an explicit final answer of
+    another format that something follows; free text (tag None) only when its turn ended."""
+    reply, turn_ended = reply_text(completion)
+    if tag is None:
+        return turn_ended
+    return bool(re.search(rf"</{re.escape(tag)}>", reply)) or (
+        tag == "answer" and rules.written_final_answers(reply).finished)
 
 
 def extract_tagged(completion: str, tag: str | None) -> str | None:
@@ -68,10 +88,10 @@ def offered_answers(prompt: Any, completion: str, reference: str, tag: str | Non
 def score(prompt: str, completion: str, answer: str, rg_dataset: str, rg_entry: dict, answer_tag: str | None = "answer",
           truncated: bool = False, **_: Any) -> Verdict:
     """reasoning-gym's scorer on the tagged answer; 0.0 when no answer is given. Several different tagged answers
-    score the lowest of their scores (a hedge is right only if every answer is); free text (answer_tag None) cut
-    off by the token limit has not finished and scores 0 (a closed tag is a finished answer)."""
+    score the lowest of their scores (a hedge is right only if every answer is); an answer cut off by the token
+    limit has not finished and scores 0 (a closed tag is a finished answer; free text only when its turn ended)."""
     offered = offered_answers(prompt, completion, answer, answer_tag)
-    if not offered or (truncated and answer_tag is None):
+    if not offered or (truncated and not finished_answer(completion, answer_tag)):
         return Verdict(0.0, shown_answer(offered[-1]) if offered else None)
     scorer = _scorer(rg_dataset)
     return Verdict(min(float(scorer(a, rg_entry)) for a in offered), shown_answer(" or ".join(offered)))

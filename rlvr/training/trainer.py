@@ -77,6 +77,7 @@ from rlvr.training.checkpoint import (
     set_rng_state,
     write_dir_atomically,
 )
+from rlvr.training.flat_reward import FlatRewardAlarm
 from rlvr.training.interrupts import StepGivenUp, StopRequests, TrainingInterrupted
 from rlvr.training.parallel import make_parallel, start_processes
 from rlvr.training.resources import checkpoint_bytes, ensure_disk_space
@@ -128,6 +129,7 @@ class Trainer:
         a = cfg.algorithm
         check_reward_functions(cfg.rewards.functions, self.tasks)
         self.failures = FailureBudget(cfg.rewards.max_failure_rate, cfg.rewards.failure_window)
+        self.flat_reward = FlatRewardAlarm(self.tasks, cfg.rewards.functions)
         self.eval_warnings = eval_setting_warnings(cfg, self.tasks)
 
         self.initial_model = self._initial_model_dir()
@@ -251,6 +253,7 @@ class Trainer:
         step = self.collector.collect(self.step)
         self.last_reward_errors = step.scored.first_errors  # the loop warns once per failing reward
         self.failures.record(len(step.scored.total), step.scored.failures, step.scored.first_errors)
+        self.flat_reward.record(self.step, step.generated)
         self.last_groups = trained = step.trained
         meta = [{"task": g.source, "uid": g.problem.uid} for g in trained]
         batch = RolloutBatch.from_completions([g.prompt_ids for g in trained], [g.completions for g in trained],
@@ -460,6 +463,7 @@ class Trainer:
                 warned.add(name)
                 logger.warn(f"reward '{name}' failed on some samples (scored 0, counted in "
                             f"reward/{name}/errors|timeouts|crashes); first: {message}")
+        self.flat_reward.speak(logger)
         if cfg.eval.every_steps and (self.step % cfg.eval.every_steps == 0 or self.step == cfg.steps):
             t = time.perf_counter()
             with WATCH.waiting(f"the evaluation after step {self.step}"):

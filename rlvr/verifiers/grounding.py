@@ -12,18 +12,21 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from rlvr.verifiers.extraction import THINK_BLOCK, turn_text
 from rlvr.verifiers.verdict import Verdict
 
 NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)"
 BOX = re.compile(rf"\[\s*({NUMBER})\s*,\s*({NUMBER})\s*,\s*({NUMBER})\s*,\s*({NUMBER})\s*\]")
-ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
+ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
 Box = tuple[float, float, float, float]
 
 
 def answer_region(completion: str) -> str:
-    """The text an answer is read from: the last <answer>...</answer>, else the whole completion."""
-    tagged = ANSWER_TAG.findall(completion)
-    return tagged[-1] if tagged else completion
+    """The text an answer is read from, by the final-answer rule (rlvr.verifiers.extraction): in the reply up to the
+    end of its turn, `<think>` blocks aside, the last closed <answer>...</answer>, else the whole reply."""
+    reply = THINK_BLOCK.sub("", turn_text(completion)[0])
+    tagged = ANSWER_TAG.findall(reply)
+    return tagged[-1] if tagged else reply
 
 
 def parse_boxes(text: Any) -> list[Box]:

@@ -195,9 +195,11 @@ def equation_result(latex: str) -> str:
 # One value a hedge offers: $...$, a box, a number (maybe as `x = 3`), a choice letter.
 VALUE = (r"(?:\$[^$\n]{1,200}\$|\\(?:boxed|fbox)\{[^{}\n]{0,200}\}|(?:[a-z]\s*=\s*)?[-−]?(?:\d{1,3}(?:,\d{3})+|\d+)"
          r"(?:\.\d+)?(?:/\d+)?|\([A-E]\))")
-# What joins the values of a hedge: a list, "or", "and", a range ("150 to 160"; a hyphen is a minus sign).
-JOIN = (r"(?:\s*,?\s*\(?\s*(?:\\text\{\s*(?:or|and|to)\s*\}|\b(?:or|and|to|through|thru|and/or)\b(?:\s+(?:maybe|possibly"
-        r"|perhaps|even|else))?|\\quad\s*(?:or|and)?)\s*(?:\\quad\s*)?|\s*,\s+|\s*;\s*|\s*(?:–|\\ldots|\.\.\.|…)\s*)")
+# What joins the values of a hedge: a list, "or", "and", a range ("150 to 160"; a hyphen is a minus sign), also in
+# the languages whose answer markers the final-answer rule reads ("150 ou 154", "150 oder 154", "150或154").
+JOIN = (r"(?:\s*,?\s*\(?\s*(?:\\text\{\s*(?:or|and|to)\s*\}|\b(?:or|and|to|through|thru|and/or|ou|oder|o|y|et|und|e"
+        r"|или|и)\b(?:\s+(?:maybe|possibly|perhaps|even|else|peut-être|vielleicht|quizás))?|或者?|または|还是|\\quad\s*"
+        r"(?:or|and)?)\s*(?:\\quad\s*)?|\s*,\s+|\s*;\s*|\s*(?:–|\\ldots|\.\.\.|…)\s*)")
 HEDGE = re.compile(rf"{VALUE}(?:{JOIN}{VALUE})+", re.IGNORECASE)
 # A bound instead of a value: "at most 154", "more than 150", "154 or less", "154 ± 1".
 BOUND_BEFORE = re.compile(
@@ -208,7 +210,7 @@ BOUND_BEFORE = re.compile(
 )
 BOUND_AFTER = re.compile(
     r"^[\s$})]*(?:or\s+(?:less|more|fewer|greater|higher|lower|above|below|so|thereabouts|over|under|fewer)\b"
-    r"|\+(?![\w(\\\s]*\d)|\\pm|±|-?ish\b|(?:and|or)\s+(?:up|down|above|below|over|under|higher|lower|less|more)\b)",
+    r"|\+(?![\w(\\\s]*\d)|\\pm(?![A-Za-z])|±|-?ish\b|(?:and|or)\s+(?:up|down|above|below|over|under|higher|lower|less|more)\b)",
     re.IGNORECASE,
 )
 

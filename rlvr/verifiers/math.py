@@ -10,6 +10,10 @@ retried in a normalized form when math-verify says no. In front of all that, the
 (rlvr/verifiers/guards.py, docs/verifiers.md "Reward hacking"): restated questions, echoed prompts, hedges,
 unfinished answers and empty markers score 0.
 
+Where the answer is read follows the final-answer rule every rule verifier shares (rlvr.verifiers.extraction,
+docs/verifiers.md "The final answer"): the `<answer>` tags' contents, else the reply from its final-answer line
+on, else the reply, up to the end of its turn; each region is read as above.
+
 `math_score` is a reward function: `rlvr.verifiers.math:math_score`.
 """
 
@@ -23,7 +27,7 @@ from typing import Any
 
 from rlvr.errors import RlvrError
 from rlvr.verifiers import guards, rules
-from rlvr.verifiers.extraction import answer_line, last_boxed
+from rlvr.verifiers.extraction import Region, answer_line, answer_regions, last_boxed, without_sign_off
 from rlvr.verifiers.normalize import normalize_answer
 from rlvr.verifiers.timelimit import time_limit
 from rlvr.verifiers.verdict import Verdict, shown_answer
@@ -221,7 +225,7 @@ def offered_answers(reading: Reading) -> list[str]:
 def _as_shown(answer: str | None) -> str | None:
     """An answer as shown: an equation by its right-hand side, which is what was compared (`58 + 96 = 154.` shows
     154)."""
-    return None if answer is None else guards.equation_result(answer).rstrip(" .") or answer
+    return None if answer is None else guards.equation_result(answer).rstrip(" .*_").lstrip("*_ ") or answer
 
 
 def _unwrapped(value: str) -> str:
@@ -266,8 +270,8 @@ def unanswered(reading: Reading, truncated: bool, words: bool = False, anywhere:
     (`58 + 96 = \\boxed{}`, "The answer is" at the end) and no box or answer line holds an answer (class
     `empty_marker`); it was cut off by the token limit and holds no answer it finished in a box or after an
     answer marker (class `unfinished`); or its only answer is math-verify's unanchored fallback far from its end,
-    followed by more than UNANCHORED_TAIL_SENTENCES sentence or UNANCHORED_TAIL_CHARS characters (class
-    `unfinished`). `words`: the reference is a word answer or a choice letter, which the rules read as text.
+    followed by more than UNANCHORED_TAIL_SENTENCES sentence or UNANCHORED_TAIL_CHARS characters, a sign-off aside
+    (class `unfinished`). `words`: the reference is a word answer or a choice letter, which the rules read as text.
     `anywhere` (extract='anywhere') drops the two `unfinished` rules: any answer math-verify finds counts."""
     text = reading.source
     if words:  # a word answer or a choice letter: the box, the answer line or the short text states it
@@ -286,7 +290,7 @@ def unanswered(reading: Reading, truncated: bool, words: bool = False, anywhere:
                           and guards.finished(reading.prepared, reading.end)):
         return True
     if reading.how == "unanchored":
-        tail = reading.prepared[reading.end :] if reading.end >= 0 else reading.prepared
+        tail = without_sign_off(reading.prepared[reading.end :] if reading.end >= 0 else reading.prepared)
         sentences = [s for s in guards.SENTENCES.findall(tail) if s.strip(" \t\n.!?$)}*_")]
         return len(tail.strip()) > UNANCHORED_TAIL_CHARS or len(sentences) > UNANCHORED_TAIL_SENTENCES
     return False
@@ -311,10 +315,7 @@ def answers_match(candidate: str, gold: str, timeout_s: float = 5.0, prompt: Any
     with time_limit(timeout_s, "math verification"):
         form = required_form(answer_form, gold, prompt)
         text = guards.without_prompt_copies(candidate, prompt, gold) if prompt else candidate
-        reading = read(text)
-        if unanswered(reading, False, rules.is_text_answer(gold)):
-            return False
-        return judge(reading, gold, prompt or "", form)[0]
+        return final_verdict(text, gold, prompt or "", form)[0]
 
 
 def same_answer(a: str, b: str) -> bool:
@@ -325,6 +326,30 @@ def same_answer(a: str, b: str) -> bool:
         return a == b or answers_match(a, b, answer_form="number" if guards.written_as_number(b) else "any")
     except Exception:  # noqa: BLE001
         return False
+
+
+def region_verdict(region: Region, gold: str, prompt: Any = "", form: str = "any", truncated: bool = False,
+                   extract: str = "auto") -> tuple[bool, str | None] | None:
+    """Whether one region of the final-answer rule (rlvr.verifiers.extraction.answer_regions) states `gold`, and the
+    answer judged (as shown); None when it states no answer that counts (`unanswered`). A region that something
+    closed (an answer tag's end, the end of the turn) was finished, whatever the token limit."""
+    reading = read(region.text, boxed_only=extract == "boxed")
+    words = rules.is_text_answer(gold)
+    if unanswered(reading, truncated and not region.closed, words, anywhere=extract == "anywhere"):
+        return None
+    ok, shown = judge(reading, gold, prompt, form)
+    return ok, (shown if words or " or " in (shown or "") else _as_shown(shown))
+
+
+def final_verdict(text: str, gold: str, prompt: Any = "", form: str = "any", truncated: bool = False,
+                  extract: str = "auto") -> tuple[bool, str | None]:
+    """Whether the completion's final answer, by the final-answer rule, is `gold`, and the answer judged (None when
+    it gave none): every region must state it (several different `<answer>` tags are a hedge)."""
+    verdicts = [region_verdict(r, gold, prompt, form, truncated, extract) for r in answer_regions(text)]
+    if any(v is None for v in verdicts):
+        return False, None
+    shown = [s for _, s in verdicts if s]
+    return all(ok for ok, _ in verdicts), " or ".join(dict.fromkeys(shown)) or None
 
 
 def gold_answer(reference: str) -> str:
@@ -340,12 +365,8 @@ def score_completion(prompt: Any, completion: str, answer: str, extract: str = "
     gold = gold_answer(str(answer))
     form = required_form(answer_form, gold, prompt)
     text = guards.without_prompt_copies(completion, prompt, gold)
-    reading = read(text, boxed_only=extract == "boxed")
-    if unanswered(reading, bool(truncated), rules.is_text_answer(gold), anywhere=extract == "anywhere"):
-        return Verdict(0.0, None)
-    ok, shown = judge(reading, gold, prompt, form)
-    return Verdict(float(ok), shown_answer(shown if rules.is_text_answer(gold) or " or " in (shown or "")
-                                           else _as_shown(shown)))
+    ok, shown = final_verdict(text, gold, prompt, form, bool(truncated), extract)
+    return Verdict(float(ok), shown_answer(shown))
 
 
 def math_score(prompt: Any, completion: str, answer: str, extract: str = "auto", timeout_s: float = 5.0,

@@ -16,10 +16,19 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from fractions import Fraction
 
 from rlvr.verifiers import guards
-from rlvr.verifiers.extraction import answer_line, answer_lines, closing_braces, last_boxed
+from rlvr.verifiers.extraction import (
+    answer_line,
+    answer_lines,
+    answer_regions,
+    bare,
+    closing_braces,
+    last_boxed,
+    without_sign_off,
+)
 from rlvr.verifiers.normalize import MULTIPLIER, leading_choice, normalize_answer
 
 MATH_WORDS = {"sin", "cos", "tan", "cot", "sec", "csc", "log", "exp", "sqrt", "arcsin", "arccos", "arctan", "sinh",
@@ -37,7 +46,7 @@ BOX = re.compile(r"\\(?:boxed|fbox)\s*\{")
 SENTENCE_END = re.compile(r"[.!?](?:\s|$)|\n")
 LATER_ANSWER = re.compile(r"\banswer\s*(?:is|:)\s*(?:\$|\\\(|-?\d)", re.IGNORECASE)
 LOWER_CHOICE = re.compile(r"\(?([a-e])\)?\.?")  # '(b)' answering choice B
-SEVERAL_IN_TEXT = re.compile(r"\\pm|\bor\b|\band\b|,(?!\d{3}\b)|;|\\cup")  # not a thousands separator
+SEVERAL_IN_TEXT = re.compile(r"\\pm(?![A-Za-z])|\bor\b|\band\b|,(?!\d{3}\b)|;|\\cup")  # not a thousands separator
 
 
 def final_statement(text: str) -> str:
@@ -138,12 +147,52 @@ def several_answers(text: str) -> list[str]:
     Answer: 154" offer two answers; "Initially \\boxed{4}. After correcting the count, the answer is \\boxed{5}."
     answers 5); [] otherwise. Class `hedge`."""
     stated = stated_answers(text)
-    values = list(dict.fromkeys(_compact(value).rstrip(".") for _, _, value in stated))
+    forms = {value: _written_form(value) for _, _, value in stated}
+    values = list(dict.fromkeys(forms.values()))
     if len(values) < 2:
         return []
-    last = _compact(stated[-1][2]).rstrip(".")
-    previous_end = max(end for _, end, value in stated if _compact(value).rstrip(".") != last)
+    last = forms[stated[-1][2]]
+    previous_end = max(end for _, end, value in stated if forms[value] != last)
     return [] if CORRECTION.search(text, previous_end, stated[-1][0]) else values
+
+
+def _written_form(value: str) -> str:
+    """A stated answer as written, without currency signs, spacing macros and delimiters (`\\$16,\\!386.20` and
+    `16,\\!386.20` state one answer)."""
+    return _compact(normalize_answer(value).latex).rstrip(".") or _compact(value).rstrip(".")
+
+
+@dataclass(frozen=True)
+class WrittenAnswers:
+    """The final answers a completion states as written (several: a hedge), and whether each was finished (not
+    cut by the token limit: something closes or follows it)."""
+
+    values: list[str]
+    finished: bool
+
+
+def written_final_answers(completion: str) -> WrittenAnswers:
+    """The final answers a completion states, as written, by the final-answer rule (rlvr.verifiers.extraction), for
+    the verifiers that compare text (exact_match, arithmetic, reasoning_gym, the judge's answer): each `<answer>`
+    tag's contents; in a final-answer line's region or in the reply, the last answer stated with an anchor (a box,
+    an answer marker), or every different one when it states several without saying the last corrects the one
+    before, and any value a later sentence offers as a hedge or a correction ("Or maybe 150."). No values when it
+    states none with an anchor."""
+    values, finished = [], True
+    for region in answer_regions(completion):
+        if region.how in ("tag", "after_tag"):
+            values.append(bare(region.text))
+            finished = finished and region.closed
+            continue
+        text = without_sign_off(region.text)
+        stated = stated_answers(text)
+        if not stated:
+            continue
+        offered = several_answers(text) or [stated[-1][2]]
+        values += offered + guards.later_alternatives(text[stated[-1][1] :], offered[-1])
+        finished = finished and (region.closed or guards.finished(text, stated[-1][1]))
+    values = list(dict.fromkeys(v for v in (bare(v) for v in values) if v))
+    return WrittenAnswers(values, finished)
 
 
 def has_several_values(gold: str, parsed_gold: tuple) -> bool:
