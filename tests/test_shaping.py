@@ -15,6 +15,11 @@ def exploding_reward(prompt: str, completion: str, **_) -> float:
     raise AssertionError("the gate must not call the inner reward when the format fails")
 
 
+def is_exactly(prompt: str, completion: str, answer: str, **_) -> float:
+    """1 only when the text handed over is the answer and nothing else (exact_match reads <answer> tags itself)."""
+    return float(completion == answer)
+
+
 def answer_length(prompt: str, completion: str, **_) -> dict:
     return {"score": 1.0, "chars": float(len(completion))}
 
@@ -46,8 +51,9 @@ def test_gate_zeroes_the_inner_reward_without_calling_it_when_the_format_fails()
 def test_gate_passes_the_verdict_or_calls_the_inner_reward_on_the_answer_alone():
     assert gated("", TAGGED, verifier_score=1.0) == 1.0  # no second verification: the verdict passes the gate
     assert gated("", TAGGED, verifier_score=0.0) == 0.0
-    assert gated("", TAGGED, verifier_score=0.0, inner=EXACT, answer="4") == 0.0  # the whole completion is not '4'
-    assert gated("", TAGGED, verifier_score=0.0, inner=EXACT, answer="4", answer_only=True) == 1.0
+    assert gated("", TAGGED, verifier_score=0.0, inner=f"{__file__}:is_exactly", answer="4") == 0.0  # the whole completion
+    assert gated("", TAGGED, verifier_score=0.0, inner=f"{__file__}:is_exactly", answer="4", answer_only=True) == 1.0
+    assert gated("", TAGGED, verifier_score=0.0, inner=EXACT, answer="4") == 1.0  # exact_match reads the tag itself
     assert gated("", TAGGED, verifier_score=0.0, inner=f"{__file__}:answer_length", answer_only=True) == 1.0
     with pytest.raises(ValueError, match="answer_only=True needs `inner`"):
         gated("", TAGGED, verifier_score=1.0, answer_only=True)
