@@ -22,14 +22,17 @@ from rlvr.config.model import LoraSettings, ModelConfig, TinyModelConfig
 from rlvr.config.overrides import Origins, apply_overrides, parse_override, set_value
 from rlvr.config.rewards import (
     PYTHON_CALLABLE,
+    ArithmeticStepSettings,
     JudgeSettings,
     NoiseCorrectionConfig,
     NoiseInjection,
+    ProcessRewardModelSettings,
     RewardFunctionConfig,
     RewardModelSettings,
     RewardsConfig,
     RlprSettings,
     SandboxConfig,
+    StepRewardConfig,
     callable_name,
 )
 from rlvr.config.rollout import RolloutConfig
@@ -37,7 +40,7 @@ from rlvr.config.run import CheckpointConfig, ClusterConfig, DistributedConfig, 
 from rlvr.config.tracking import MlflowSettings, TrackingConfig, TrackioSettings, WandbSettings
 
 __all__ = [
-    "AlgorithmConfig", "CheckpointConfig", "ClusterConfig", "DataConfig", "DistributedConfig", "EnvConfig",
+    "AlgorithmConfig", "ArithmeticStepSettings", "ProcessRewardModelSettings", "StepRewardConfig", "CheckpointConfig", "ClusterConfig", "DataConfig", "DistributedConfig", "EnvConfig",
     "EvalConfig", "JudgeSettings", "LoraSettings", "MlflowSettings", "ModelConfig", "NamedPart", "NoiseCorrectionConfig", "NoiseInjection", "OptimConfig", "Origins",
     "PYTHON_CALLABLE", "RECIPES", "RewardFunctionConfig", "RewardModelSettings", "RewardsConfig", "RlprSettings", "RolloutConfig", "RolloutCorrectionConfig",
     "RunConfig", "SFTConfig", "SandboxConfig", "Section", "TaskConfig", "TinyModelConfig", "TrackingConfig",

@@ -16,6 +16,9 @@ from rlvr.config.rollout import RolloutConfig
 from rlvr.config.tracking import TrackingConfig
 
 
+PROCESS_CREDIT = ("process_min", "process_sum")  # the built-in estimators that read rewards.step_reward
+
+
 class DistributedConfig(Section):
     """Data-parallel training under torchrun (docs/scaling.md)."""
 
@@ -152,6 +155,13 @@ class RunConfig(Section):
                 f"optim.mini_batches={self.optim.mini_batches} must divide the step's samples "
                 f"(data.prompts_per_step x rollout.samples_per_prompt = {samples})"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _process_credit_has_step_rewards(self) -> RunConfig:
+        if self.algorithm.advantage in PROCESS_CREDIT and self.rewards.step_reward is None:
+            raise ValueError(f"algorithm.advantage={self.algorithm.advantage} needs rewards.step_reward (a reward per "
+                             "step, e.g. {function: arithmetic_steps}, or a process reward model; docs/process.md)")
         return self
 
     @model_validator(mode="after")

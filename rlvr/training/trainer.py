@@ -89,6 +89,7 @@ from rlvr.training.setup import (
     seed_everything,
 )
 from rlvr.training.step_metrics import MemoryPeaks, rollout_metrics, update_metrics
+from rlvr.training.step_rewards import StepRewards
 from rlvr.training.update import (
     LossSetup,
     NonFiniteStreak,
@@ -178,6 +179,7 @@ class Trainer:
                                     self.stats)
         self.filter = make_filter(d.filter.name, d.filter.args)
         self.composer.attach_policy(self.model, self.tokenizer, self.encode)  # for rewards scored with it (rlpr)
+        self.step_rewards = StepRewards(cfg.rewards.step_reward)  # process credit's step rewards, if any
         self.collector = make_collector(
             r.max_staleness, engine=self.engine, encode=self.encode, tasks=self.tasks, sampler=self.sampler,
             group_filter=self.filter, stats=self.stats, composer=self.composer, params=self.params,
@@ -256,9 +258,11 @@ class Trainer:
         batch = RolloutBatch.from_completions([g.prompt_ids for g in trained], [g.completions for g in trained],
                                               self.tokenizer.pad_token_id, meta)
         batch.scores = torch.cat([g.scored.total for g in trained]).float()
-        self.advantage_history = assign_advantages(batch, self.cfg.algorithm, [t.label for t in self.tasks],
+        labels = [t.label for t in self.tasks]
+        steps, step_metrics = self.step_rewards.token_rewards(trained, self.tokenizer, batch.completion_width, labels)
+        self.advantage_history = assign_advantages(batch, self.cfg.algorithm, labels,
                                                    self.advantage_history, self.kl_coef, self._reference_logprobs,
-                                                   [c for g in trained for c in g.completions])
+                                                   [c for g in trained for c in g.completions], steps)
         outcomes = self._observe(step.generated, trained, batch)
         metrics = rollout_metrics(batch, step.scored, outcomes, self.params.n, self.tasks, self.stats, self.sampler)
         if self.kl_control is not None:
@@ -266,6 +270,7 @@ class Trainer:
         if self.ref_logprob_s:
             metrics["perf/ref_logprob_s"] = self.ref_logprob_s
         metrics.update(step.metrics)
+        metrics.update(step_metrics)
         return batch, metrics
 
     def _observe(self, generated: list[Group], trained: list[Group], batch: RolloutBatch) -> list[GroupOutcome]:
