@@ -7,7 +7,7 @@ rlvr.registry, so no plug-in package is imported here. Everything else imports t
 
 from rlvr.config.algorithm import AlgorithmConfig, OptimConfig, RolloutCorrectionConfig
 from rlvr.config.base import NamedPart, Section
-from rlvr.config.data import DataConfig, EnvConfig, TaskConfig
+from rlvr.config.data import DataConfig, EnvConfig, HintConfig, TaskConfig
 from rlvr.config.loading import (
     RECIPES,
     build_config,
@@ -40,7 +40,7 @@ from rlvr.config.run import CheckpointConfig, ClusterConfig, DistributedConfig, 
 from rlvr.config.tracking import MlflowSettings, TrackingConfig, TrackioSettings, WandbSettings
 
 __all__ = [
-    "AlgorithmConfig", "ArithmeticStepSettings", "ProcessRewardModelSettings", "StepRewardConfig", "CheckpointConfig", "ClusterConfig", "DataConfig", "DistributedConfig", "EnvConfig",
+    "AlgorithmConfig", "ArithmeticStepSettings", "HintConfig", "ProcessRewardModelSettings", "StepRewardConfig", "CheckpointConfig", "ClusterConfig", "DataConfig", "DistributedConfig", "EnvConfig",
     "EvalConfig", "JudgeSettings", "LoraSettings", "MlflowSettings", "ModelConfig", "NamedPart", "NoiseCorrectionConfig", "NoiseInjection", "OptimConfig", "Origins",
     "PYTHON_CALLABLE", "RECIPES", "RewardFunctionConfig", "RewardModelSettings", "RewardsConfig", "RlprSettings", "RolloutConfig", "RolloutCorrectionConfig",
     "RunConfig", "SFTConfig", "SandboxConfig", "Section", "TaskConfig", "TinyModelConfig", "TrackingConfig",
