@@ -10,6 +10,7 @@ from rlvr.algorithms.losses import POLICY_LOSSES
 from rlvr.algorithms.presets import PRESETS, get_preset
 from rlvr.algorithms.process_credit import future_step_returns
 from rlvr.algorithms.token_selection import high_entropy_token_mask, overlong_mask
+from rlvr.algorithms.tree_credit import subtree_centred
 from rlvr.algorithms.turn_credit import TURN_CREDIT, TurnInputs
 
 __all__ = [
@@ -29,4 +30,5 @@ __all__ = [
     "kl_penalized_rewards",
     "last_token_rewards",
     "overlong_mask",
+    "subtree_centred",
 ]

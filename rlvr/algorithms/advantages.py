@@ -34,6 +34,7 @@ class AdvantageInputs:
     turns: TurnInputs | None = None  # the multi-turn episodes among the samples (for algorithm.turn_credit)
     step_rewards: Tensor | None = None  # [N, C] each step's reward on its last token (process credit)
     step_mask: Tensor | None = None  # [N, C] 1 on the tokens that end a step
+    tree_paths: list[tuple[int, ...]] | None = None  # per sample, its path in its group's tree (tree rollouts)
 
 
 def last_token_rewards(scores: Tensor, mask: Tensor) -> Tensor:

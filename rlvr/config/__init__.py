@@ -35,7 +35,7 @@ from rlvr.config.rewards import (
     StepRewardConfig,
     callable_name,
 )
-from rlvr.config.rollout import RolloutConfig
+from rlvr.config.rollout import RolloutConfig, TreeConfig
 from rlvr.config.run import CheckpointConfig, ClusterConfig, DistributedConfig, EvalConfig, RunConfig, SFTConfig
 from rlvr.config.tracking import MlflowSettings, TrackingConfig, TrackioSettings, WandbSettings
 
@@ -43,7 +43,7 @@ __all__ = [
     "AlgorithmConfig", "ArithmeticStepSettings", "HintConfig", "ProcessRewardModelSettings", "StepRewardConfig", "CheckpointConfig", "ClusterConfig", "DataConfig", "DistributedConfig", "EnvConfig",
     "EvalConfig", "JudgeSettings", "LoraSettings", "MlflowSettings", "ModelConfig", "NamedPart", "NoiseCorrectionConfig", "NoiseInjection", "OptimConfig", "Origins",
     "PYTHON_CALLABLE", "RECIPES", "RewardFunctionConfig", "RewardModelSettings", "RewardsConfig", "RlprSettings", "RolloutConfig", "RolloutCorrectionConfig",
-    "RunConfig", "SFTConfig", "SandboxConfig", "Section", "TaskConfig", "TinyModelConfig", "TrackingConfig",
+    "RunConfig", "SFTConfig", "SandboxConfig", "Section", "TaskConfig", "TinyModelConfig", "TrackingConfig", "TreeConfig",
     "TrackioSettings", "WandbSettings", "apply_overrides", "build_config", "callable_name", "dump_config",
     "import_plugins", "load_config", "parse_override", "read_yaml", "resolve_recipe", "set_value", "shipped_recipes",
 ]

@@ -92,7 +92,10 @@ class StepCollector:
         gen_s = time.perf_counter() - t0
         generated = with_failures(Scored.concat(rounds_scored), hinted_scored)
         metrics = {"perf/gen_tokens_per_s": gen_tokens / max(gen_s, 1e-9), "perf/gen_s": gen_s,
-                   "perf/reward_wait_s": self.reward_wait_s}
+                   "perf/reward_wait_s": self.reward_wait_s,
+                   # tokens the engine decoded per sample: fewer than their length with tree rollouts' shared prefixes
+                   "rollout/decoded_tokens_per_completion": sum(c.decoded for g in generated_groups for c in
+                                                                g.completions) / max(len(generated.total), 1)}
         trained = (kept + rejected)[: self.prompts_per_step]
         if self.filter.regenerates:
             metrics["sampling/rounds"] = rounds

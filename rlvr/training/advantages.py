@@ -65,7 +65,8 @@ def assign_advantages(batch: RolloutBatch, a: AlgorithmConfig, labels: list[str]
                         uids=[f"{labels[m['task']]}/{m['uid']}" for m in batch.metadata],
                         token_rewards=token_rewards, history=history,
                         turns=episode_turns(completions, batch) if a.turn_credit and completions else None,
-                        step_rewards=steps[0] if steps else None, step_mask=steps[1] if steps else None),
+                        step_rewards=steps[0] if steps else None, step_mask=steps[1] if steps else None,
+                        tree_paths=[c.tree_path for c in completions] if completions else None),
         a,
     )
     loss_mask = overlong_mask(batch.truncated, mask) if a.mask_truncated else mask

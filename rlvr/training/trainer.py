@@ -169,6 +169,7 @@ class Trainer:
         self.seed_per_group = r.seed_per_group if r.seed_per_group is not None else world_size() > 1
         self.params = SamplingParams(n=r.samples_per_prompt, temperature=r.temperature, top_p=r.top_p, top_k=r.top_k,
                                      max_new_tokens=r.max_new_tokens, min_new_tokens=r.min_new_tokens, stop=r.stop,
+                                     tree=r.tree,
                                      # the entropy of samples the update skips (optim.skip_zero_advantage)
                                      return_entropy=a.high_entropy_fraction is not None or cfg.optim.skip_zero_advantage)
         o = cfg.optim
