@@ -66,8 +66,8 @@ class HintConfig(Section):
         "placement=prompt: the text appended to the question (after a blank line); {hint} is the hint."))
     target_pass_rate: float = Field(0.5, gt=0, lt=1, description="The pass rate the hint amount aims a hinted group "
                                     "at (SEELE's sweet spot, 0.5).")
-    initial_fraction: float = Field(0.5, ge=0, le=1, description="Fraction of the hint's words shown to the first "
-                                    "hinted problem of a run.")
+    initial_fraction: float = Field(0.5, ge=0, le=1, description="Fraction of the hint's characters shown to the "
+                                    "first hinted problem of a run.")
     gain: float = Field(0.5, gt=0, description="Step of the adaptation: fraction += gain * (target - pass rate) after a "
                         "hinted group, -= gain * pass rate after an unhinted one.")
     min_fraction: float = Field(0.1, ge=0, le=1, description="Least fraction of its hint a hinted problem is shown.")
