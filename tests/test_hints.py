@@ -51,8 +51,8 @@ def test_the_prior_is_a_moving_average_of_where_hinted_groups_ended_and_survives
 def test_a_hint_is_the_first_characters_of_the_source():
     text = "458 + 376 = 834"  # 15 characters
     assert hint_prefix(text, 0.0) == ""
-    assert hint_prefix(text, 0.8) == "458 + 376 = 8"  # ceil(12) characters, the answer's first digit
-    assert hint_prefix(text, 0.75) == "458 + 376 ="  # ceil(11.25) = 12 characters, the trailing space dropped
+    assert hint_prefix(text, 0.85) == "458 + 376 = 8"  # ceil(12.75) = 13 characters: the answer's first digit
+    assert hint_prefix(text, 0.8) == "458 + 376 ="  # 12 characters, the trailing space dropped
     assert hint_prefix(text, 1.0) == text
 
 
