@@ -20,7 +20,7 @@ from rlvr.training.batch import RolloutBatch
 from rlvr.training.trainer import Trainer
 from rlvr.training.update import LossSetup, accumulate_gradients
 
-SOLUTION = "alpha beta gamma delta epsilon zeta eta theta"  # 47 characters: "alpha beta gamma" is 16 of them
+SOLUTION = "alpha beta gamma delta epsilon zeta eta theta"  # 45 characters: "alpha beta gamma" is 16 of them
 
 
 def test_the_hint_fraction_grows_when_hinted_groups_fail_and_shrinks_when_they_pass():
@@ -111,14 +111,14 @@ def test_an_all_fail_group_is_sampled_again_with_a_growing_hint_and_trained_mark
     groups = trainer.last_groups
     hinted = [g for g in groups if g.hint is not None]
     assert hinted, "no all-fail group was rescued"
-    hint_ids = trainer.tokenizer("alpha beta gamma delta e", add_special_tokens=False)["input_ids"]
+    hint_ids = trainer.tokenizer("alpha beta gamma delta", add_special_tokens=False)["input_ids"]
     for g in hinted:
         # 0.25 (12 characters: "alpha beta g") cannot pass, so the hint grew: 0.25 + 0.5 * (0.5 - 0) = 0.5
-        assert g.hint.fraction == 0.5 and g.hint.text == "alpha beta gamma delta e"
+        assert g.hint.fraction == 0.5 and g.hint.text == "alpha beta gamma delta"
         assert g.prompt_ids == trainer.encode(g.problem.prompt)  # the batch's prompt is the question alone
         for c in g.completions:
             assert c.token_ids[: len(hint_ids)] == hint_ids and c.policy_mask[: len(hint_ids)] == [False] * len(hint_ids)
-            assert c.text.startswith("alpha beta gamma delta e") and all(c.policy_mask[len(hint_ids):])
+            assert c.text.startswith("alpha beta gamma delta") and all(c.policy_mask[len(hint_ids):])
         assert 0 < float(g.scored.correct.float().mean()) < 1
     assert metrics["accuracy"] == 0.0 and metrics["groups/all_fail_frac"] == 1.0  # the unhinted samples, all wrong
     assert metrics["hints/all_fail_frac"] == 1.0 and metrics["hints/hinted_pass_rate"] > 0
@@ -178,8 +178,8 @@ def test_prompt_hints_are_sampled_with_the_hint_and_trained_on_the_question_alon
         (sampled,), _ = scaffold._sample(1, 0, 0, [group], [(0, 0.5, hinted, text)])
     finally:
         trainer.pool.close()
-    assert text == "alpha beta gamma delta e" and hinted.prefix_ids == []
-    shown = trainer.encode(f"{problem.prompt}\n\nHint: a correct solution begins with:\nalpha beta gamma delta e")
+    assert text == "alpha beta gamma delta" and hinted.prefix_ids == []
+    shown = trainer.encode(f"{problem.prompt}\n\nHint: a correct solution begins with:\nalpha beta gamma delta")
     assert hinted.sample_ids == shown  # the question, then the template with the hint
     assert sampled.prompt_ids == group.prompt_ids  # the trainer's prompt: the question without the hint
     batch = RolloutBatch.from_completions([sampled.prompt_ids], [sampled.completions], trainer.tokenizer.pad_token_id,
