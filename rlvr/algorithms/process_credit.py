@@ -15,7 +15,7 @@ score and beta = process_outcome_weight:
                                                  normalisation, Hu 2025: per-token returns need no group std)
 
 PURE's released code approximates the minimum by a softmin-weighted sum (temperature 0.1); this is the exact minimum
-of its definition. Formulas: docs/process.md.
+of its definition. Formulas: docs/credit.md.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def process_returns(inp: AdvantageInputs, cfg: AlgorithmSettings, form: str) -> 
     """[N, C] G_t = P_t + beta s_i (0 on padding)."""
     if inp.step_rewards is None or inp.step_mask is None:
         raise ValueError(f"advantage 'process_{form}' needs step rewards: set rewards.step_reward (a step reward "
-                         "such as arithmetic_steps, or a process reward model; docs/process.md)")
+                         "such as arithmetic_steps, or a process reward model; docs/credit.md)")
     steps = future_step_returns(inp.step_rewards.to(inp.mask.dtype), inp.step_mask, form)
     return (steps + cfg.process_outcome_weight * sample_rewards(inp)[:, None]) * inp.mask
 

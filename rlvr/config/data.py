@@ -49,7 +49,7 @@ class TaskConfig(Section):
 
 
 class HintConfig(Section):
-    """Hint scaffolding (docs/hints.md): a group whose samples all fail is sampled again with the first part of a
+    """Hint scaffolding (docs/credit.md): a group whose samples all fail is sampled again with the first part of a
     reference solution as a hint, as much of it as the problem currently needs; hinted samples are trained with the
     rollout correction (algorithm.rollout_correction, tis unless set) and left out of accuracy."""
 
@@ -108,7 +108,7 @@ class DataConfig(Section):
     stats_window: int = Field(64, gt=0, description="Recent trained groups per source kept for its mean |advantage| "
                                                     "(the ucb sampler's learnability).")
     hints: HintConfig | None = Field(None, description="Hint scaffolding for groups where every sample fails "
-                                     "(docs/hints.md); None: off.")
+                                     "(docs/credit.md); None: off.")
 
     @model_validator(mode="after")
     def _known_parts(self) -> DataConfig:

@@ -123,7 +123,7 @@ class RlprSettings(Section):
 
 class StepRewardConfig(Section):
     """A step reward: a score per step of a completion with the step's character span, turned into token-level
-    advantages by the process credit estimators (algorithm.advantage: process_min | process_sum; docs/process.md)."""
+    advantages by the process credit estimators (algorithm.advantage: process_min | process_sum; docs/credit.md)."""
 
     function: str = Field(..., description="A shipped step reward (arithmetic_steps: each `a op b = c` checked "
                           "exactly; process_reward_model: a learned PRM) or 'package.module:fn' / 'path/file.py:fn' "

@@ -8,7 +8,7 @@ from rlvr.config.base import Section
 
 
 class TreeConfig(Section):
-    """Tree rollouts (TreePO, docs/tree_rollouts.md): a group's samples decoded as a tree of segments sharing their
+    """Tree rollouts (TreePO, docs/credit.md): a group's samples decoded as a tree of segments sharing their
     prefixes, branching where the policy is least certain; the group keeps rollout.samples_per_prompt samples."""
 
     segment_tokens: int = Field(16, gt=0, description="Tokens decoded between two boundaries, where rows may fork.")
@@ -56,7 +56,7 @@ class RolloutConfig(Section):
     )
 
     tree: TreeConfig | None = Field(None, description="Decode each group as a tree of segments with shared prefixes "
-                                    "(TreePO; the static engine; docs/tree_rollouts.md); None: independent samples.")
+                                    "(TreePO; the static engine; docs/credit.md); None: independent samples.")
 
     @model_validator(mode="after")
     def _tree_fits(self) -> RolloutConfig:

@@ -158,7 +158,7 @@ class RunConfig(Section):
 
     @model_validator(mode="after")
     def _hints_are_corrected(self) -> RunConfig:
-        """Hinted samples are off-policy: unless the recipe chose a rollout correction, they get TIS (docs/hints.md).
+        """Hinted samples are off-policy: unless the recipe chose a rollout correction, they get TIS (docs/credit.md).
         Hints are drawn by the synchronous collector."""
         if self.data.hints is None:
             return self
@@ -173,7 +173,7 @@ class RunConfig(Section):
     def _process_credit_has_step_rewards(self) -> RunConfig:
         if self.algorithm.advantage in PROCESS_CREDIT and self.rewards.step_reward is None:
             raise ValueError(f"algorithm.advantage={self.algorithm.advantage} needs rewards.step_reward (a reward per "
-                             "step, e.g. {function: arithmetic_steps}, or a process reward model; docs/process.md)")
+                             "step, e.g. {function: arithmetic_steps}, or a process reward model; docs/credit.md)")
         return self
 
     @model_validator(mode="after")

@@ -1,6 +1,6 @@
 """A procedural task of multi-step arithmetic chains asked as a chat question: "Start with 7. Add 5, then multiply
 by 3. ..." The reference solution writes one `a op b = c` step per line, which the `arithmetic_steps` step reward
-checks step by step (process credit, docs/process.md) and which hints reveal a part of (docs/hints.md)."""
+checks step by step (process credit, docs/credit.md) and which hints reveal a part of (docs/credit.md)."""
 
 from __future__ import annotations
 
