@@ -6,6 +6,7 @@ from the training rewards.
     python benchmarks/credit.py process [--seeds 0 1 2] [--output runs/credit_process] # outcome vs process sum / min
     python benchmarks/credit.py tree    [--seeds 0 1 2] [--output runs/credit_tree]    # independent vs tree samples
     python benchmarks/credit.py summary EXPERIMENT [--output DIR] [--plot PNG]
+    python benchmarks/credit.py probe {add3,chain} [--problems 16] [--hints none:0 response:0.87 prompt:1.0 ...]
 
 Each arm of each seed is one `rlvr train` run (niced, one thread, one at a time), skipped when its folder already
 holds a finished run (so an interrupted benchmark resumes where it stopped). The runs:
@@ -19,6 +20,10 @@ holds a finished run (so an interrupted benchmark resumes where it stopped). The
 - `tree`: the arithmetic_chain task with the static engine, 8 samples per prompt either way; independent samples
   (GRPO) against tree rollouts (the tree estimator). Figures: decoded tokens per completion (the engine's count) and
   held-out accuracy against wall time.
+
+`probe` samples the base model (8 samples per problem, temperature 1, the static engine) on the first held-out
+problems of a task, without a hint and with hints of the given placement and fraction of the reference solution
+(as data.hints would show them), and prints pass@1, pass@8 and the all-fail fraction by the task's verifier.
 
 The exact check: the completion's last non-empty \\boxed{} if it holds an integer, else its last integer, equals the
 reference (benchmarks/reward_hacking.py's plain reading; no rlvr verifier involved). Padding is counted by a regular
@@ -57,7 +62,8 @@ EXPERIMENTS = {
         "steps": 20, "eval_every": 10, "eval_problems": 50,
         "base": ["data.tasks=[{name: dataset, args: {path: DATA, solution_column: solution, eval_size: 50, "
                  "verifier: 'rlvr.verifiers.math:math_score'}}]", "rollout.engine=static", "rollout.max_new_tokens=64"],
-        "arms": {"grpo": [], "hints": ["data.hints={placement: response}"]},
+        "arms": {"grpo": [],
+                 "hints": ["data.hints={placement: response, initial_fraction: 0.85, gain: 0.2, max_rounds: 2}"]},
     },
     "process": {
         "steps": 20, "eval_every": 10, "eval_problems": 50,
@@ -71,8 +77,9 @@ EXPERIMENTS = {
         "steps": 20, "eval_every": 10, "eval_problems": 50,
         "base": ["data.tasks=[{name: arithmetic_chain, args: {steps: 2, max_operand: 20, max_multiplier: 5, "
                  "eval_size: 50}}]", "rollout.engine=static", "rollout.max_new_tokens=96"],
-        "arms": {"independent": [],
-                 "tree": ["rollout.tree={segment_tokens: 12, branch_factor: 2, roots: 2, fork_fraction: 0.5}",
+        # the independent arm is the process experiment's outcome arm (the same runs), read from its folder
+        "reuse": {"independent": "outcome"},
+        "arms": {"tree": ["rollout.tree={segment_tokens: 12, branch_factor: 2, roots: 2, fork_fraction: 0.5}",
                           "algorithm.advantage=tree"]},
     },
 }
@@ -175,6 +182,55 @@ def training_curve(run_dir: Path) -> list[dict]:
     return curve
 
 
+def probe(args) -> None:
+    """Base-model pass rates on a task's held-out problems, without and with hints (see the module docstring)."""
+    import torch
+
+    from rlvr.config import ModelConfig
+    from rlvr.curriculum.hints import hint_prefix
+    from rlvr.models.loading import load_model, load_tokenizer, model_source
+    from rlvr.models.prompts import PromptEncoder
+    from rlvr.rewards.loading import resolve_function
+    from rlvr.rollout import SamplingParams, make_engine
+    from rlvr.rollout.hints import HINT_PLACEMENTS, after_prefix
+    from rlvr.tasks import make_task
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    out = Path(args.output or "runs/credit_probe")
+    out.mkdir(parents=True, exist_ok=True)
+    if args.task == "add3":
+        write_addition(out / "addition3.jsonl")
+        task = make_task("dataset", 0, {"path": str(out / "addition3.jsonl"), "solution_column": "solution",
+                                        "eval_size": 50, "verifier": "rlvr.verifiers.math:math_score"})
+    else:
+        task = make_task("arithmetic_chain", 0, {"steps": 2, "max_operand": 20, "max_multiplier": 5, "eval_size": 50})
+    source = model_source(ModelConfig(name=MODEL))
+    tokenizer, model = load_tokenizer(source), load_model(ModelConfig(name=MODEL, dtype="float32"), name=source)
+    encode, engine = PromptEncoder(tokenizer), make_engine("static", model, tokenizer, 256)
+    verify = resolve_function(task.verifier)
+    problems = [task.problem("eval", i) for i in range(args.problems)]
+    template = "Hint: a correct solution begins with:\n{hint}"
+    print(f"{args.task}: {args.problems} held-out problems x 8 samples, commit {commit()}, load {load_average()}")
+    print("| hint | pass@1 | pass@8 | all-fail groups | mean length | seconds |")
+    print("|---|---|---|---|---|---|")
+    for spec in args.hints:
+        placement, fraction = spec.split(":")
+        t0 = time.perf_counter()
+        hinted = [HINT_PLACEMENTS.get(placement)(p, encode(p.prompt), hint_prefix(p.solution, float(fraction)), encode,
+                                                 template) if placement != "none" else None for p in problems]
+        prompts = [h.sample_ids if h else encode(p.prompt) for p, h in zip(problems, hinted)]
+        groups = engine.generate(prompts, SamplingParams(n=8, temperature=1.0, max_new_tokens=args.max_new_tokens))
+        passed, lengths = [], []
+        for p, h, group in zip(problems, hinted, groups):
+            group = [after_prefix(h.prefix_ids if h else [], c, tokenizer) for c in group]
+            passed.append([float(verify(p.prompt, c.text, p.answer, truncated=c.truncated)) >= 1 for c in group])
+            lengths += [c.policy_tokens for c in group]
+        print(f"| {spec} | {100 * sum(map(sum, passed)) / (8 * len(passed)):.1f}% | "
+              f"{100 * sum(map(any, passed)) / len(passed):.0f}% | {100 * sum(not any(x) for x in passed) / len(passed):.0f}% "
+              f"| {statistics.mean(lengths):.1f} | {time.perf_counter() - t0:.0f} |", flush=True)
+
+
 def run_experiment(name: str, args) -> None:
     spec = EXPERIMENTS[name]
     out = Path(args.output or f"runs/credit_{name}")
@@ -194,15 +250,21 @@ def run_experiment(name: str, args) -> None:
             if result.exists():
                 print(f"{arm} seed {seed}: done before ({result})")
                 continue
-            load = load_average()
+            load, at = load_average(), commit()
             seconds = train(run_dir, [f"seed={seed}", *base, *extra, *args.set], out / f"{arm}_seed{seed}.log")
-            record = {"experiment": name, "arm": arm, "seed": seed, "commit": commit(), "wall_seconds": seconds,
+            record = {"experiment": name, "arm": arm, "seed": seed, "commit": at, "wall_seconds": seconds,
                       "load_before": load, "load_after": load_average(), "overrides": [*base, *extra, *args.set],
                       "evaluations": evaluations(run_dir), "training": training_curve(run_dir)}
             result.write_text(json.dumps(record, indent=1))
             last = record["evaluations"][-1]
             print(f"{arm} seed {seed}: {seconds / 60:.1f} min (load {load} -> {record['load_after']}), held-out exact "
                   f"{100 * record['evaluations'][0]['exact']:.0f}% -> {100 * last['exact']:.0f}%", flush=True)
+    for arm, other in spec.get("reuse", {}).items():  # runs shared with another experiment, copied under this arm
+        source = Path(args.reuse_from or "runs/credit_process")
+        for seed in args.seeds:
+            found = source / f"{other}_seed{seed}.json"
+            if found.exists() and not (out / f"{arm}_seed{seed}.json").exists():
+                (out / f"{arm}_seed{seed}.json").write_text(found.read_text().replace(f'"arm": "{other}"', f'"arm": "{arm}"'))
     summary(argparse.Namespace(experiment=name, output=str(out), plot=args.plot))
 
 
@@ -315,6 +377,13 @@ def main() -> None:
         p.add_argument("--output")
         p.add_argument("--plot")
         p.add_argument("--set", nargs="*", default=[], help="more overrides for every run")
+        p.add_argument("--reuse-from", help="where the tree experiment finds the process experiment's outcome runs")
+    p = sub.add_parser("probe")
+    p.add_argument("task", choices=["add3", "chain"])
+    p.add_argument("--problems", type=int, default=16)
+    p.add_argument("--max-new-tokens", type=int, default=64)
+    p.add_argument("--hints", nargs="+", default=["none:0"])
+    p.add_argument("--output")
     s = sub.add_parser("summary")
     s.add_argument("experiment", choices=list(EXPERIMENTS))
     s.add_argument("--output")
@@ -322,6 +391,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.command == "summary":
         summary(args)
+    elif args.command == "probe":
+        probe(args)
     else:
         run_experiment(args.command, args)
 
