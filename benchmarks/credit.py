@@ -59,24 +59,24 @@ COMMON = ["model.name=smollm2-135m-instruct", "model.dtype=float32", "data.promp
 
 EXPERIMENTS = {
     "hints": {
-        "steps": 20, "eval_every": 10, "eval_problems": 50,
-        "base": ["data.tasks=[{name: dataset, args: {path: DATA, solution_column: solution, eval_size: 50, "
-                 "verifier: 'rlvr.verifiers.math:math_score'}}]", "rollout.engine=static", "rollout.max_new_tokens=64"],
+        "steps": 16, "eval_every": 8, "eval_problems": 40,
+        "base": ["data.tasks=[{name: dataset, args: {path: DATA, solution_column: solution, eval_size: 40, "
+                 "verifier: 'rlvr.verifiers.math:math_score'}}]", "rollout.engine=static", "rollout.max_new_tokens=48"],
         "arms": {"grpo": [],
                  "hints": ["data.hints={placement: response, initial_fraction: 0.85, gain: 0.2, max_rounds: 2}"]},
     },
     "process": {
-        "steps": 20, "eval_every": 10, "eval_problems": 50,
+        "steps": 16, "eval_every": 8, "eval_problems": 40,
         "base": ["data.tasks=[{name: arithmetic_chain, args: {steps: 2, max_operand: 20, max_multiplier: 5, "
-                 "eval_size: 50}}]", "rollout.engine=static", "rollout.max_new_tokens=96"],
+                 "eval_size: 40}}]", "rollout.engine=static", "rollout.max_new_tokens=80"],
         "arms": {"outcome": [],
                  "process_sum": ["rewards.step_reward={function: arithmetic_steps}", "algorithm.advantage=process_sum"],
                  "process_min": ["rewards.step_reward={function: arithmetic_steps}", "algorithm.advantage=process_min"]},
     },
     "tree": {
-        "steps": 20, "eval_every": 10, "eval_problems": 50,
+        "steps": 16, "eval_every": 8, "eval_problems": 40,
         "base": ["data.tasks=[{name: arithmetic_chain, args: {steps: 2, max_operand: 20, max_multiplier: 5, "
-                 "eval_size: 50}}]", "rollout.engine=static", "rollout.max_new_tokens=96"],
+                 "eval_size: 40}}]", "rollout.engine=static", "rollout.max_new_tokens=80"],
         # the independent arm is the process experiment's outcome arm (the same runs), read from its folder
         "reuse": {"independent": "outcome"},
         "arms": {"tree": ["rollout.tree={segment_tokens: 12, branch_factor: 2, roots: 2, fork_fraction: 0.5}",
@@ -285,7 +285,7 @@ def summary(args) -> None:
     print(f"\n{args.experiment}: {out} (commit {records[0]['commit']}; seeds "
           f"{sorted({r['seed'] for r in records})}); mean ± sd over seeds")
     if args.experiment == "hints":
-        print("\n| arm | seeds | held-out exact: base -> 10 -> 20 | all-fail groups, steps 1-5 | steps 16-20 | hinted "
+        print("\n| arm | seeds | held-out exact: base -> 8 -> 16 | all-fail groups, steps 1-5 | steps 12-16 | hinted "
               "samples trained | minutes per run |")
         print("|---|---|---|---|---|---|---|")
         for arm, rs in by_arm.items():
@@ -296,7 +296,7 @@ def summary(args) -> None:
             print(f"| {arm} | {len(rs)} | {' -> '.join(evals)} | {mean_sd(early)}% | {mean_sd(late)}% | "
                   f"{mean_sd(hinted)}% | {mean_sd([r['wall_seconds'] / 60 for r in rs], 1, 1)} |")
     elif args.experiment == "process":
-        print("\n| arm | seeds | held-out exact: base -> 10 -> 20 | held-out padding at 20 | training padding, steps "
+        print("\n| arm | seeds | held-out exact: base -> 8 -> 16 | held-out padding at 16 | training padding, steps "
               "16-20 | minutes per run |")
         print("|---|---|---|---|---|---|")
         for arm, rs in by_arm.items():
@@ -306,8 +306,8 @@ def summary(args) -> None:
             print(f"| {arm} | {len(rs)} | {' -> '.join(evals)} | {mean_sd(pad)}% | {mean_sd(train_pad)}% | "
                   f"{mean_sd([r['wall_seconds'] / 60 for r in rs], 1, 1)} |")
     else:
-        print("\n| arm | seeds | decoded tokens per completion | completion length | held-out exact: base -> 10 -> "
-              "20 | training seconds per step | minutes per run |")
+        print("\n| arm | seeds | decoded tokens per completion | completion length | held-out exact: base -> 8 -> "
+              "16 | training seconds per step | minutes per run |")
         print("|---|---|---|---|---|---|---|")
         for arm, rs in by_arm.items():
             decoded = [statistics.mean(p["rollout/decoded_tokens_per_completion"] for p in r["training"]) for r in rs]
