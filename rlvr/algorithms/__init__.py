@@ -8,7 +8,9 @@ from rlvr.algorithms.aggregation import aggregate
 from rlvr.algorithms.kl import KL_ESTIMATORS, AdaptiveKLController, kl_penalized_rewards
 from rlvr.algorithms.losses import POLICY_LOSSES
 from rlvr.algorithms.presets import PRESETS, get_preset
+from rlvr.algorithms.process_credit import future_step_returns
 from rlvr.algorithms.token_selection import high_entropy_token_mask, overlong_mask
+from rlvr.algorithms.tree_credit import subtree_centred
 from rlvr.algorithms.turn_credit import TURN_CREDIT, TurnInputs
 
 __all__ = [
@@ -22,9 +24,11 @@ __all__ = [
     "AdaptiveKLController",
     "aggregate",
     "compute_advantages",
+    "future_step_returns",
     "get_preset",
     "high_entropy_token_mask",
     "kl_penalized_rewards",
     "last_token_rewards",
     "overlong_mask",
+    "subtree_centred",
 ]

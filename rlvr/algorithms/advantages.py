@@ -32,6 +32,9 @@ class AdvantageInputs:
     token_rewards: Tensor | None = None  # [N, C]; default: score on each sample's last valid token
     history: dict | None = None  # per-prompt cross-step stats; an estimator that needs it returns the updated copy
     turns: TurnInputs | None = None  # the multi-turn episodes among the samples (for algorithm.turn_credit)
+    step_rewards: Tensor | None = None  # [N, C] each step's reward on its last token (process credit)
+    step_mask: Tensor | None = None  # [N, C] 1 on the tokens that end a step
+    tree_paths: list[tuple[int, ...]] | None = None  # per sample, its path in its group's tree (tree rollouts)
 
 
 def last_token_rewards(scores: Tensor, mask: Tensor) -> Tensor:

@@ -25,3 +25,4 @@ class AlgorithmSettings(Protocol):
     turn_credit: str | None  # a registered turn-level credit for episode rows, None: the estimator's on every token
     turn_gamma: float  # discount per assistant turn of the turn returns
     gigpo_step_weight: float  # GiGPO's omega: weight of the step-level (anchor-state) advantage
+    process_outcome_weight: float  # process credit: weight of the outcome score added to the step-reward returns

@@ -7,7 +7,7 @@ rlvr.registry, so no plug-in package is imported here. Everything else imports t
 
 from rlvr.config.algorithm import AlgorithmConfig, OptimConfig, RolloutCorrectionConfig
 from rlvr.config.base import NamedPart, Section
-from rlvr.config.data import DataConfig, EnvConfig, TaskConfig
+from rlvr.config.data import DataConfig, EnvConfig, HintConfig, TaskConfig
 from rlvr.config.loading import (
     RECIPES,
     build_config,
@@ -22,25 +22,28 @@ from rlvr.config.model import LoraSettings, ModelConfig, TinyModelConfig
 from rlvr.config.overrides import Origins, apply_overrides, parse_override, set_value
 from rlvr.config.rewards import (
     PYTHON_CALLABLE,
+    ArithmeticStepSettings,
     JudgeSettings,
     NoiseCorrectionConfig,
     NoiseInjection,
+    ProcessRewardModelSettings,
     RewardFunctionConfig,
     RewardModelSettings,
     RewardsConfig,
     RlprSettings,
     SandboxConfig,
+    StepRewardConfig,
     callable_name,
 )
-from rlvr.config.rollout import RolloutConfig
+from rlvr.config.rollout import RolloutConfig, TreeConfig
 from rlvr.config.run import CheckpointConfig, ClusterConfig, DistributedConfig, EvalConfig, RunConfig, SFTConfig
 from rlvr.config.tracking import MlflowSettings, TrackingConfig, TrackioSettings, WandbSettings
 
 __all__ = [
-    "AlgorithmConfig", "CheckpointConfig", "ClusterConfig", "DataConfig", "DistributedConfig", "EnvConfig",
+    "AlgorithmConfig", "ArithmeticStepSettings", "HintConfig", "ProcessRewardModelSettings", "StepRewardConfig", "CheckpointConfig", "ClusterConfig", "DataConfig", "DistributedConfig", "EnvConfig",
     "EvalConfig", "JudgeSettings", "LoraSettings", "MlflowSettings", "ModelConfig", "NamedPart", "NoiseCorrectionConfig", "NoiseInjection", "OptimConfig", "Origins",
     "PYTHON_CALLABLE", "RECIPES", "RewardFunctionConfig", "RewardModelSettings", "RewardsConfig", "RlprSettings", "RolloutConfig", "RolloutCorrectionConfig",
-    "RunConfig", "SFTConfig", "SandboxConfig", "Section", "TaskConfig", "TinyModelConfig", "TrackingConfig",
+    "RunConfig", "SFTConfig", "SandboxConfig", "Section", "TaskConfig", "TinyModelConfig", "TrackingConfig", "TreeConfig",
     "TrackioSettings", "WandbSettings", "apply_overrides", "build_config", "callable_name", "dump_config",
     "import_plugins", "load_config", "parse_override", "read_yaml", "resolve_recipe", "set_value", "shipped_recipes",
 ]

@@ -91,6 +91,9 @@ class AlgorithmConfig(Section):
         "(turn_credit).")
     gigpo_step_weight: float = Field(1.0, ge=0, description="GiGPO's omega: weight of the step-level (anchor-state "
         "group) advantage added to the episode-level one (turn_credit=gigpo).")
+    process_outcome_weight: float = Field(1.0, ge=0, description="Process credit (advantage process_min / "
+        "process_sum): weight of the sample's outcome score added to every token's return of step rewards "
+        "(rewards.step_reward); 0: step rewards alone.")
     policy_loss: str = Field("ppo_clip", description="A registered policy loss (see `rlvr algorithms`).")
     clip_eps_low: float = Field(0.2, ge=0, description="PPO clip: ratio floor 1 - clip_eps_low.")
     clip_eps_high: float = Field(0.2, ge=0, description="PPO clip: ratio ceiling 1 + clip_eps_high (0.28: DAPO "

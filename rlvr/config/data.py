@@ -48,6 +48,49 @@ class TaskConfig(Section):
                                   "environment (tools, feedback, games); default: single completions.")
 
 
+class HintConfig(Section):
+    """Hint scaffolding (docs/credit.md): a group whose samples all fail is sampled again with the first part of a
+    reference solution as a hint, as much of it as the problem currently needs; hinted samples are trained with the
+    rollout correction (algorithm.rollout_correction, tis unless set) and left out of accuracy."""
+
+    source: NamedPart = Field(default_factory=lambda: NamedPart(name="solution"), description=(
+        "Where a problem's hint comes from: solution (the task's reference solution, e.g. a dataset's "
+        "solution_column), {name: field, args: {name: COLUMN}} (a column listed in extra_columns), or {name: "
+        "function, args: {function: 'module:fn'}} (fn(problem) -> text)."))
+    placement: Literal["prompt", "response"] = Field("prompt", description=(
+        "prompt: the hint is appended to the question (`template`) and the samples, drawn with it, are trained as "
+        "completions of the question without it (off-policy: the rollout correction weighs pi(y|question) / "
+        "pi(y|question, hint)); response: the hint opens the answer and the policy continues it (the hint tokens "
+        "are context, never trained; the continuation is on-policy given them)."))
+    template: str = Field("Hint: a correct solution begins with:\n{hint}", description=(
+        "placement=prompt: the text appended to the question (after a blank line); {hint} is the hint."))
+    target_pass_rate: float = Field(0.5, gt=0, lt=1, description="The pass rate the hint amount aims a hinted group "
+                                    "at (SEELE's sweet spot, 0.5).")
+    initial_fraction: float = Field(0.5, ge=0, le=1, description="Fraction of the hint's characters shown to the "
+                                    "first hinted problem of a run.")
+    gain: float = Field(0.5, gt=0, description="Step of the adaptation: fraction += gain * (target - pass rate) after a "
+                        "hinted group, -= gain * pass rate after an unhinted one.")
+    min_fraction: float = Field(0.1, ge=0, le=1, description="Least fraction of its hint a hinted problem is shown.")
+    max_fraction: float = Field(1.0, gt=0, le=1, description="Most fraction of its hint a problem is shown.")
+    max_rounds: int = Field(2, ge=1, description="Hinted generation rounds per all-fail group in a step: a hinted "
+                            "group that still all fails is sampled again with the larger hint the rule gives.")
+    prior_momentum: float = Field(0.9, ge=0, lt=1, description="Momentum of the run's prior fraction (where a problem "
+                                  "never hinted starts): prior <- m * prior + (1 - m) * the fraction a hinted group "
+                                  "ended at.")
+
+    @model_validator(mode="after")
+    def _checked(self) -> HintConfig:
+        try:
+            registry_of("hint source").get(self.source.name)
+        except ConfigError as e:
+            raise ConfigError(f"data.hints.source.name: {e}") from None
+        if "{hint}" not in self.template:
+            raise ValueError("data.hints.template must contain {hint} (where the hint text goes)")
+        if self.min_fraction > self.max_fraction:
+            raise ValueError(f"data.hints.min_fraction={self.min_fraction} exceeds max_fraction={self.max_fraction}")
+        return self
+
+
 class DataConfig(Section):
     tasks: list[TaskConfig] = Field(
         default_factory=lambda: [TaskConfig(name="arithmetic")], min_length=1, description="Prompt sources, each a "
@@ -64,6 +107,8 @@ class DataConfig(Section):
                                      "regenerate); a step still short is topped up with rejected groups.")
     stats_window: int = Field(64, gt=0, description="Recent trained groups per source kept for its mean |advantage| "
                                                     "(the ucb sampler's learnability).")
+    hints: HintConfig | None = Field(None, description="Hint scaffolding for groups where every sample fails "
+                                     "(docs/credit.md); None: off.")
 
     @model_validator(mode="after")
     def _known_parts(self) -> DataConfig:

@@ -132,6 +132,45 @@ class RlprSettings(Section):
     batch_size: int = Field(8, ge=1, description="Sequences per forward pass.")
 
 
+class StepRewardConfig(Section):
+    """A step reward: a score per step of a completion with the step's character span, turned into token-level
+    advantages by the process credit estimators (algorithm.advantage: process_min | process_sum; docs/credit.md)."""
+
+    function: str = Field(..., description="A shipped step reward (arithmetic_steps: each `a op b = c` checked "
+                          "exactly; process_reward_model: a learned PRM) or 'package.module:fn' / 'path/file.py:fn' "
+                          "returning [(start, end, score), ...] for f(prompt, completion, **fields).")
+    args: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments of the step reward (checked "
+                                 "against a shipped one's settings at start-up).")
+
+
+class ArithmeticStepSettings(Section):
+    """`args` of the `arithmetic_steps` step reward."""
+
+    correct: float = Field(1.0, description="Reward of a step whose equality holds.")
+    wrong: float = Field(-1.0, description="Reward of a step whose equality does not hold.")
+
+
+class ProcessRewardModelSettings(Section):
+    """`args` of the `process_reward_model` step reward: a learned process reward model scoring each step (a line of
+    the completion), with a sequence-classification head (the prefix up to each step is scored) or a
+    token-classification head (one forward; the score is read at each step's last token)."""
+
+    model: str = Field(..., description="An HF directory or hub name of a sequence- or token-classification model.")
+    head: Literal["auto", "sequence", "token"] = Field("auto", description="auto: from the model's architecture "
+                                                       "(ForTokenClassification reads per-token scores).")
+    score: Literal["probability", "difference", "logit"] = Field(
+        "difference", description="A step's reward: the probability of `label`, p(label) - p(other) for two labels "
+        "(PURE's p(good) - p(bad), in [-1, 1]), or the logit of a one-label head.")
+    label: int | None = Field(None, description="The label whose probability is the step's score (default: the "
+                              "last).")
+    separator: str = Field("\n", min_length=1, description="Steps are the non-empty pieces of the completion "
+                           "between separators.")
+    max_tokens: int = Field(2048, ge=8, description="Longer inputs keep their last this many tokens.")
+    batch_size: int = Field(16, ge=1, description="Inputs per forward pass.")
+    dtype: Literal["float32", "bfloat16", "float16", "auto"] = Field("float32", description="The model's dtype.")
+    device: str = Field("cpu", pattern=r"^(auto|cpu|cuda(:\d+)?)$", description="Where the model runs.")
+
+
 class NoiseInjection(Section):
     """Flip the task verifier's verdicts with given rates (experiments on noisy rewards)."""
 
@@ -192,6 +231,9 @@ class RewardsConfig(Section):
         default_factory=NoiseCorrectionConfig, description="Treat the task verifier as noisy: correct its verdicts "
         "for known false-positive/negative rates, or inject such noise (docs/rewards.md)."
     )
+    step_reward: StepRewardConfig | None = Field(
+        None, description="A reward per step of a completion (with the step's character span) for process credit "
+        "(algorithm.advantage: process_min | process_sum); computed in the trainer's process for trained samples.")
     backend: Literal["auto", "local", "ray"] = Field(
         "auto", description="Where rewards are scored: 'local' worker processes, or 'ray' tasks spread over a Ray "
         "cluster's CPUs (needs cluster.ray_address); auto: ray when cluster.ray_address is set."

@@ -7,6 +7,20 @@ from pydantic import Field, model_validator
 from rlvr.config.base import Section
 
 
+class TreeConfig(Section):
+    """Tree rollouts (TreePO, docs/credit.md): a group's samples decoded as a tree of segments sharing their
+    prefixes, branching where the policy is least certain; the group keeps rollout.samples_per_prompt samples."""
+
+    segment_tokens: int = Field(16, gt=0, description="Tokens decoded between two boundaries, where rows may fork.")
+    branch_factor: int = Field(2, ge=2, description="Rows a forking row becomes (itself and branch_factor - 1 "
+                               "children).")
+    roots: int = Field(2, ge=1, description="Samples started from the prompt (at most samples_per_prompt); the rest of "
+                       "the group grows from their forks.")
+    fork_fraction: float = Field(0.5, gt=0, le=1, description="Share of a group's live rows that fork at a boundary "
+                                 "while it holds fewer than samples_per_prompt rows: the most uncertain ones (mean "
+                                 "entropy over their last segment), at least one.")
+
+
 class RolloutConfig(Section):
     engine: str = Field("auto", description=(
         "A registered rollout engine: hf (transformers modules, dynamic cache), static (static KV cache over the "
@@ -40,6 +54,24 @@ class RolloutConfig(Section):
         "group draws the same completions whichever data-parallel rank generates it and a run does not depend on the "
         "number of processes. None: on when data-parallel, off in a single process (one random stream)."
     )
+
+    tree: TreeConfig | None = Field(None, description="Decode each group as a tree of segments with shared prefixes "
+                                    "(TreePO; the static engine; docs/credit.md); None: independent samples.")
+
+    @model_validator(mode="after")
+    def _tree_fits(self) -> RolloutConfig:
+        if self.tree is None:
+            return self
+        if self.engine == "hf":
+            raise ValueError("rollout.tree continues rows in the static engine's cache sessions; set "
+                             "rollout.engine=static")
+        if self.stop:
+            raise ValueError("rollout.tree does not see stop strings across segment boundaries; drop rollout.stop or "
+                             "rollout.tree")
+        if self.tree.roots > self.samples_per_prompt:
+            raise ValueError(f"rollout.tree.roots={self.tree.roots} exceeds rollout.samples_per_prompt="
+                             f"{self.samples_per_prompt}")
+        return self
 
     @model_validator(mode="after")
     def _compiled_engine_in_process(self) -> RolloutConfig:

@@ -7,13 +7,15 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from rlvr.config.algorithm import AlgorithmConfig, OptimConfig
+from rlvr.config.algorithm import AlgorithmConfig, OptimConfig, RolloutCorrectionConfig
 from rlvr.config.base import NamedPart, Section
 from rlvr.config.data import DataConfig
 from rlvr.config.model import ModelConfig
 from rlvr.config.rewards import RewardFunctionConfig, RewardsConfig, SandboxConfig
 from rlvr.config.rollout import RolloutConfig
 from rlvr.config.tracking import TrackingConfig
+
+PROCESS_CREDIT = ("process_min", "process_sum")  # the built-in estimators that read rewards.step_reward
 
 
 class DistributedConfig(Section):
@@ -152,6 +154,26 @@ class RunConfig(Section):
                 f"optim.mini_batches={self.optim.mini_batches} must divide the step's samples "
                 f"(data.prompts_per_step x rollout.samples_per_prompt = {samples})"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _hints_are_corrected(self) -> RunConfig:
+        """Hinted samples are off-policy: unless the recipe chose a rollout correction, they get TIS (docs/credit.md).
+        Hints are drawn by the synchronous collector."""
+        if self.data.hints is None:
+            return self
+        if self.rollout.max_staleness > 0:
+            raise ValueError("data.hints regenerates all-fail groups in the synchronous loop; set "
+                             "rollout.max_staleness=0 or drop data.hints")
+        if "rollout_correction" not in self.algorithm.model_fields_set:
+            self.algorithm.rollout_correction = RolloutCorrectionConfig(preset="tis")
+        return self
+
+    @model_validator(mode="after")
+    def _process_credit_has_step_rewards(self) -> RunConfig:
+        if self.algorithm.advantage in PROCESS_CREDIT and self.rewards.step_reward is None:
+            raise ValueError(f"algorithm.advantage={self.algorithm.advantage} needs rewards.step_reward (a reward per "
+                             "step, e.g. {function: arithmetic_steps}, or a process reward model; docs/credit.md)")
         return self
 
     @model_validator(mode="after")

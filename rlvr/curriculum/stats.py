@@ -28,6 +28,7 @@ class PromptRecord:
     successes: int = 0  # samples the verifier accepted
     last_step: int = 0
     abs_advantage: float | None = None  # mean |advantage| of its most recent trained group
+    hint_fraction: float | None = None  # how much of its hint it is shown next when its group all fails (data.hints)
 
     @property
     def pass_rate(self) -> float:
@@ -51,6 +52,7 @@ class CurriculumStats:
         self.window = window
         self.prompts: dict[str, PromptRecord] = {}
         self.sources = [SourceRecord() for _ in range(num_sources)]
+        self.hint_prior: float | None = None  # where a problem never hinted starts (rlvr.curriculum.hints)
 
     def record_draws(self, sources: list[int]) -> None:
         for s in sources:
@@ -81,15 +83,18 @@ class CurriculumStats:
         """How many seen prompts have a pass rate in each of `bins` equal bins of [0, 1] (the last one closed)."""
         counts = [0] * bins
         for record in self.prompts.values():
-            counts[min(int(record.pass_rate * bins), bins - 1)] += 1
+            if record.attempts:  # a prompt only hinted so far has no pass rate of its own
+                counts[min(int(record.pass_rate * bins), bins - 1)] += 1
         return counts
 
     def state_dict(self) -> dict[str, Any]:
         return {"window": self.window, "prompts": {k: asdict(v) for k, v in self.prompts.items()},
+                "hint_prior": self.hint_prior,
                 "sources": [{**asdict(s), "recent_abs_advantage": list(s.recent_abs_advantage)} for s in self.sources]}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.window = state["window"]
+        self.hint_prior = state.get("hint_prior")
         self.prompts = {k: PromptRecord(**v) for k, v in state["prompts"].items()}
         self.sources = [SourceRecord(**{**s, "recent_abs_advantage": deque(s["recent_abs_advantage"])})
                         for s in state["sources"]]

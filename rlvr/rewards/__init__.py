@@ -2,7 +2,13 @@
 
 May import tasks, verifiers, sandbox and below; never rollout or training (a completion hands its own fields)."""
 
-from rlvr.rewards import judge, reward_model, rlpr  # noqa: F401  (the shipped rewards: REWARDS is full from here on)
+from rlvr.rewards import (  # noqa: F401  (the shipped rewards and step rewards: their registries are full from here on)
+    arithmetic_steps,
+    judge,
+    process_reward_model,
+    reward_model,
+    rlpr,
+)
 from rlvr.rewards.loading import REWARDS, resolve_function
 from rlvr.rewards.pool import RewardOutcome, RewardPool, RewardRequest
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
 
@@ -32,6 +32,7 @@ class SamplingParams:
     greedy: bool = False
     return_entropy: bool = False  # per-token entropy costs a full-vocabulary pass per step: only when needed
     suppress_tokens: tuple[int, ...] = ()  # never sampled (a VLM's image placeholders); not in the logprobs
+    tree: Any = None  # rollout.tree (TreeConfig): the n samples decoded as a tree of segments (rlvr.rollout.tree)
 
 
 @dataclass
@@ -45,11 +46,20 @@ class Completion:
     # environment wrote it (None: every token is the policy's); logprobs and entropies are 0 on environment tokens.
     policy_mask: list[bool] | None = None
     fields: dict = field(default_factory=dict)  # handed to reward functions besides the text (an episode's verdict)
+    # Tree rollouts (rlvr.rollout.tree): its root, then its child index at each boundary; and the tokens the engine
+    # decoded for it alone (a leaf shares its prefix with its siblings; None: all of its tokens).
+    tree_path: tuple[int, ...] = ()
+    decoded_tokens: int | None = None
 
     @property
     def policy_tokens(self) -> int:
         """How many of the tokens the policy sampled."""
         return len(self.token_ids) if self.policy_mask is None else sum(self.policy_mask)
+
+    @property
+    def decoded(self) -> int:
+        """How many tokens the engine decoded for this completion alone."""
+        return self.policy_tokens if self.decoded_tokens is None else self.decoded_tokens
 
     def reward_fields(self, max_new_tokens: int) -> dict:
         """What every reward function is handed about this completion besides its text."""
@@ -77,6 +87,10 @@ class BatchedEngine:
 
     def generate(self, prompts: list[list[int]], params: SamplingParams,
                  generators: list[torch.Generator] | None = None) -> list[list[Completion]]:
+        if params.tree is not None:
+            raise ConfigError(f"rollout.tree decodes a group as a tree with the static engine's cache sessions, but "
+                              f"this run generates with {type(self).__name__} (rollout.engine=auto picks the static "
+                              f"engine only on CUDA). Set rollout.engine=static (Llama, Qwen2, Qwen3, Mistral).")
         per_batch = max(1, self.batch_size // params.n)
         out: list[list[Completion]] = []
         was_training = self.model.training

@@ -12,6 +12,7 @@ from rlvr.models.prompts import PromptEncoder
 from rlvr.rewards.composite import RewardComposer, Scored
 from rlvr.rollout.base import RolloutEngine, SamplingParams, group_generator
 from rlvr.rollout.episodes import EpisodeRunner
+from rlvr.rollout.hints import make_hints, with_failures
 from rlvr.rollout.steps import CollectedStep, Group, staleness_metrics
 from rlvr.tasks import Task
 
@@ -25,8 +26,11 @@ class StepCollector:
 
     def __init__(self, engine: RolloutEngine, encode: PromptEncoder, tasks: list[Task], sampler: PromptSampler,
                  group_filter: GroupFilter, stats: CurriculumStats, composer: RewardComposer, params: SamplingParams,
-                 *, prompts_per_step: int, max_rounds: int, seed: int, seed_per_group: bool, device):
+                 *, prompts_per_step: int, max_rounds: int, seed: int, seed_per_group: bool, device, hints=None):
         self.runner = EpisodeRunner(engine, encode)  # environment tasks play episodes, the others one completion
+        # data.hints: all-fail groups sampled again with hints (rlvr.rollout.hints)
+        self.hints = make_hints(hints, runner=self.runner, composer=composer, tasks=tasks, stats=stats, params=params,
+                                seed=seed, seed_per_group=seed_per_group, device=device)
         self.tasks, self.sampler = tasks, sampler
         self.filter, self.stats, self.composer, self.params = group_filter, stats, composer, params
         self.prompts_per_step, self.max_rounds, self.seed = prompts_per_step, max_rounds, seed
@@ -71,9 +75,14 @@ class StepCollector:
         kept: list[Group] = []
         rejected: list[Group] = []
         rounds_scored: list[Scored] = []
+        generated_groups: list[Group] = []  # as sampled, without hints (what accuracy and the curriculum see)
+        hinted_scored: list[Scored] = []
         rounds, gen_tokens, skipped = 0, 0, 0
         while len(kept) < self.prompts_per_step and rounds < (self.max_rounds if self.filter.regenerates else 1):
             groups, scored = self._round(step, rounds)
+            generated_groups += groups
+            groups, scorings = self.hints.rescue(step, rounds, groups)
+            hinted_scored += scorings
             rounds += 1
             skipped += self.sampler.skipped
             rounds_scored.append(scored)
@@ -81,9 +90,12 @@ class StepCollector:
                 gen_tokens += sum(c.policy_tokens for c in group.completions)
                 (kept if self.filter.keep(group.scored.total, group.scored.correct) else rejected).append(group)
         gen_s = time.perf_counter() - t0
-        generated = Scored.concat(rounds_scored)
+        generated = with_failures(Scored.concat(rounds_scored), hinted_scored)
         metrics = {"perf/gen_tokens_per_s": gen_tokens / max(gen_s, 1e-9), "perf/gen_s": gen_s,
-                   "perf/reward_wait_s": self.reward_wait_s}
+                   "perf/reward_wait_s": self.reward_wait_s,
+                   # tokens the engine decoded per sample: fewer than their length with tree rollouts' shared prefixes
+                   "rollout/decoded_tokens_per_completion": sum(c.decoded for g in generated_groups for c in
+                                                                g.completions) / max(len(generated.total), 1)}
         trained = (kept + rejected)[: self.prompts_per_step]
         if self.filter.regenerates:
             metrics["sampling/rounds"] = rounds
@@ -91,7 +103,8 @@ class StepCollector:
             metrics["sampling/filled_frac"] = min(len(kept), self.prompts_per_step) / self.prompts_per_step
             metrics["sampling/skipped_prompts"] = skipped
         metrics.update(staleness_metrics(step, trained))
-        return CollectedStep(trained, kept + rejected, generated, metrics)
+        metrics.update(self.hints.step_metrics(trained))
+        return CollectedStep(trained, generated_groups, generated, metrics)
 
     def close(self) -> None:
         """Nothing to release: generation and scoring run in the trainer's process and its reward pool."""
@@ -105,6 +118,7 @@ def make_collector(max_staleness: int, **kwargs):
         return StepCollector(**kwargs)
     from rlvr.rollout.workers import AsyncCollector
 
+    kwargs.pop("hints", None)  # refused with max_staleness > 0 by the config (hints run in the synchronous loop)
     address, num_cpus = kwargs.pop("ray_address", None), kwargs.pop("ray_num_cpus", None)
     if address is not None:
         from rlvr.rollout.ray_workers import RayLauncher

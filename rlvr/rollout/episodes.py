@@ -161,7 +161,8 @@ class EpisodeRunner:
         """Every episode's turns until it ends, live episodes batched in one engine call per turn."""
         n = params.n
         longest = max(r.budget for r in running)
-        first = self.engine.generate(prompts, replace(params, max_new_tokens=min(params.max_new_tokens, longest)),
+        first = self.engine.generate(prompts, replace(params, max_new_tokens=min(params.max_new_tokens, longest),
+                                                      tree=None),  # tree rollouts are for single completions
                                      generators)
         if generators is not None:  # each episode's own stream for later turns, drawn from its group's
             for g, gen in enumerate(generators):

@@ -13,6 +13,16 @@ from rlvr.tasks import Problem
 
 
 @dataclass
+class Hint:
+    """The hint a group was sampled with (data.hints, rlvr.rollout.hints): its text, the fraction of the problem's
+    hint it is, and where it was put (prompt or response)."""
+
+    text: str
+    fraction: float
+    placement: str
+
+
+@dataclass
 class Group:
     """The `n` samples of one prompt, scored."""
 
@@ -22,6 +32,7 @@ class Group:
     completions: list[Completion]
     scored: Scored  # this group's samples only (failure counts: those of its whole round)
     version: int = 0  # policy version that generated it: the number of training steps its weights had taken
+    hint: Hint | None = None  # sampled with a hint (its samples are off-policy and stay out of accuracy)
 
 
 @dataclass

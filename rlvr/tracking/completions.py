@@ -26,7 +26,8 @@ def completion_rows(step: int, groups: list, advantages: torch.Tensor, completio
     step's batch rows, group after group; a completion's advantage is its mean over its tokens. `prompt` is the
     problem's prompt as the data gives it (a string, or a conversation: a list of {role, content} messages);
     `completion` is the text the verifier read (an episode's last assistant turn), and an episode's row adds
-    `messages`, every turn after the prompt (assistant turns and the environment's replies). A prompt with images
+    `messages`, every turn after the prompt (assistant turns and the environment's replies); a group sampled with a
+    hint (data.hints) adds `hint`, `hint_fraction` and `hint_placement`. A prompt with images
     is logged with its image parts empty and `images`, a small PNG data URI of each."""
     n = len(groups[0].completions) if groups else 0
     per_sample = ((advantages * completion_mask).sum(-1) / completion_mask.sum(-1).clamp(min=1)).tolist()
@@ -51,6 +52,9 @@ def completion_rows(step: int, groups: list, advantages: torch.Tensor, completio
             })
             if images:
                 rows[-1]["images"] = images
+            if getattr(group, "hint", None) is not None:  # sampled with a hint (data.hints): off-policy, not accuracy
+                rows[-1].update(hint=group.hint.text, hint_fraction=group.hint.fraction,
+                                hint_placement=group.hint.placement)
             if getattr(completion, "messages", None):  # an episode: its turns after the prompt, replies included
                 rows[-1]["messages"] = list(completion.messages)
     return rows

@@ -23,6 +23,7 @@ def rollout_metrics(batch: RolloutBatch, generated: Scored, outcomes: list[Group
         "reward/std": float(generated.total.std(unbiased=False)),
         "accuracy": float(generated.correct.float().mean()),
         "groups/zero_std_frac": float((groups.std(-1, unbiased=False) == 0).float().mean()) if n > 1 else 1.0,
+        "groups/all_fail_frac": float((~generated.correct.view(-1, n).any(-1)).float().mean()),
         "response_length/mean": float(lengths.mean()),
         "response_length/max": float(lengths.max()),
         "response/truncated_frac": float(batch.truncated.float().mean()),

@@ -90,6 +90,7 @@ from rlvr.training.setup import (
     seed_everything,
 )
 from rlvr.training.step_metrics import MemoryPeaks, rollout_metrics, update_metrics
+from rlvr.training.step_rewards import StepRewards
 from rlvr.training.update import (
     LossSetup,
     NonFiniteStreak,
@@ -170,6 +171,7 @@ class Trainer:
         self.seed_per_group = r.seed_per_group if r.seed_per_group is not None else world_size() > 1
         self.params = SamplingParams(n=r.samples_per_prompt, temperature=r.temperature, top_p=r.top_p, top_k=r.top_k,
                                      max_new_tokens=r.max_new_tokens, min_new_tokens=r.min_new_tokens, stop=r.stop,
+                                     tree=r.tree,
                                      # the entropy of samples the update skips (optim.skip_zero_advantage)
                                      return_entropy=a.high_entropy_fraction is not None or cfg.optim.skip_zero_advantage)
         o = cfg.optim
@@ -180,13 +182,15 @@ class Trainer:
                                     self.stats)
         self.filter = make_filter(d.filter.name, d.filter.args)
         self.composer.attach_policy(self.model, self.tokenizer, self.encode)  # for rewards scored with it (rlpr)
+        self.step_rewards = StepRewards(cfg.rewards.step_reward)  # process credit's step rewards, if any
         self.collector = make_collector(
             r.max_staleness, engine=self.engine, encode=self.encode, tasks=self.tasks, sampler=self.sampler,
             group_filter=self.filter, stats=self.stats, composer=self.composer, params=self.params,
             prompts_per_step=d.prompts_per_step, max_rounds=d.max_sampling_rounds, seed=cfg.seed,
             seed_per_group=self.seed_per_group, device=lambda: next(self.model.parameters()).device,
             model=self.model, tokenizer=self.tokenizer, engine_name=r.engine, batch_size=r.batch_size,
-            num_workers=r.num_workers, ray_address=cfg.cluster.ray_address, ray_num_cpus=cfg.cluster.num_cpus)
+            num_workers=r.num_workers, ray_address=cfg.cluster.ray_address, ray_num_cpus=cfg.cluster.num_cpus,
+            hints=d.hints)
         self.advantage_history: dict = {}
         self.nonfinite = NonFiniteStreak(o.max_nonfinite_steps)
         self.step = 0
@@ -259,9 +263,11 @@ class Trainer:
         batch = RolloutBatch.from_completions([g.prompt_ids for g in trained], [g.completions for g in trained],
                                               self.tokenizer.pad_token_id, meta)
         batch.scores = torch.cat([g.scored.total for g in trained]).float()
-        self.advantage_history = assign_advantages(batch, self.cfg.algorithm, [t.label for t in self.tasks],
+        labels = [t.label for t in self.tasks]
+        steps, step_metrics = self.step_rewards.token_rewards(trained, self.tokenizer, batch.completion_width, labels)
+        self.advantage_history = assign_advantages(batch, self.cfg.algorithm, labels,
                                                    self.advantage_history, self.kl_coef, self._reference_logprobs,
-                                                   [c for g in trained for c in g.completions])
+                                                   [c for g in trained for c in g.completions], steps)
         outcomes = self._observe(step.generated, trained, batch)
         metrics = rollout_metrics(batch, step.scored, outcomes, self.params.n, self.tasks, self.stats, self.sampler)
         if self.kl_control is not None:
@@ -269,6 +275,7 @@ class Trainer:
         if self.ref_logprob_s:
             metrics["perf/ref_logprob_s"] = self.ref_logprob_s
         metrics.update(step.metrics)
+        metrics.update(step_metrics)
         return batch, metrics
 
     def _observe(self, generated: list[Group], trained: list[Group], batch: RolloutBatch) -> list[GroupOutcome]:
