@@ -45,6 +45,7 @@ class Completion:
     # environment wrote it (None: every token is the policy's); logprobs and entropies are 0 on environment tokens.
     policy_mask: list[bool] | None = None
     fields: dict = field(default_factory=dict)  # handed to reward functions besides the text (an episode's verdict)
+    role: str | None = None  # the sample's own role where it is not its problem's (a game's seat, docs/self_play.md)
 
     @property
     def policy_tokens(self) -> int:

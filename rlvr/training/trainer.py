@@ -181,6 +181,8 @@ class Trainer:
             self.scheduler.load_state_dict(state["scheduler"])
             self.stats.load_state_dict(state["curriculum_stats"])
             self.sampler.load_state_dict(state["sampler"])
+            for task, task_state in zip(self.tasks, state.get("tasks", [])):  # self-play buffers
+                task.load_state_dict(task_state)
             self.advantage_history = state["advantage_history"]
             if self.kl_control is not None:
                 self.kl_control.load_state_dict(state["kl_control"])
@@ -236,7 +238,7 @@ class Trainer:
         self.last_reward_errors = step.scored.first_errors  # the loop warns once per failing reward
         self.failures.record(len(step.scored.total), step.scored.failures, step.scored.first_errors)
         self.last_groups = trained = step.trained
-        meta = [{"task": g.source, "uid": g.problem.uid} for g in trained]
+        meta = [{"task": g.source, "uid": g.problem.uid, "role": g.problem.role} for g in trained]
         batch = RolloutBatch.from_completions([g.prompt_ids for g in trained], [g.completions for g in trained],
                                               self.tokenizer.pad_token_id, meta)
         batch.scores = torch.cat([g.scored.total for g in trained]).float()
@@ -385,7 +387,7 @@ class Trainer:
     def save(self) -> Path | None:
         """Write a checkpoint (rank 0 writes, every rank takes part in gathering the state); its path on rank 0."""
         state = {"optimizer": self.parallel.optimizer_state(self.optimizer), "scheduler": self.scheduler.state_dict(),
-                 "sampler": self.sampler.state_dict(),
+                 "sampler": self.sampler.state_dict(), "tasks": [task.state_dict() for task in self.tasks],
                  "curriculum_stats": self.stats.state_dict(), "advantage_history": self.advantage_history,
                  "kl_control": self.kl_control.state_dict() if self.kl_control else None,
                  "nonfinite_streak": self.nonfinite.count,
