@@ -298,23 +298,27 @@ def game_tokenizer():
     return tok
 
 
-# (tokens, how far the output layer leans to them): enough for legal moves, not so far that every reply repeats one
-MOVE_TOKENS = {"tictactoe": ([str(d) for d in range(1, 10)], 0.5),
-               "kuhn_poker": (["Ġcheck", "Ġbet", "Ġcall", "Ġfold"], 1.5)}
+# (tokens, how many nats of logit the policy's output layer adds to them): enough for legal moves in most replies, not so
+# much that every reply repeats one move
+MOVE_TOKENS = {"tictactoe": ([str(d) for d in range(1, 10)], 3.0),
+               "kuhn_poker": (["Ġcheck", "Ġbet", "Ġcall", "Ġfold"], 4.0)}
 
 
-def leaning_policy(game: str):
-    """A tiny chat model whose output layer leans towards the game's move tokens, so that matches last several
-    moves."""
+def leaning_policy(game: str, lean: float | None = None):
+    """A tiny chat model whose output layer has a bias of `lean` nats towards the game's move tokens, so that
+    matches last several moves."""
     tok = game_tokenizer()
     torch.manual_seed(0)
     model = build_tiny_model(TinyModelConfig(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64,
-                                             max_position_embeddings=1024), tok, 0)
-    tokens, lean = MOVE_TOKENS[game]
-    moves = tok.convert_tokens_to_ids(tokens)
+                                             max_position_embeddings=1024), tok, 0).eval()
+    tokens, default = MOVE_TOKENS[game]
+    head = torch.nn.Linear(model.lm_head.in_features, model.lm_head.out_features, bias=True)
     with torch.no_grad():
-        model.lm_head.weight[moves] += lean * model.lm_head.weight[moves].norm(dim=-1, keepdim=True).mean()
-    return model.eval(), tok
+        head.weight.copy_(model.lm_head.weight)
+        head.bias.zero_()
+        head.bias[tok.convert_tokens_to_ids(tokens)] = default if lean is None else lean
+    model.lm_head = head
+    return model, tok
 
 
 @pytest.fixture(scope="module")
@@ -488,3 +492,24 @@ def test_a_resumed_self_play_run_takes_exactly_the_next_steps(fast_config, tmp_p
     done = [[(r["uid"], r.get("role"), r["completion"]) for r in read_jsonl(run / "completions.jsonl") if r["step"] > 2]
             for run in (a, b)]
     assert done[0] == done[1] and done[0]
+
+
+def test_the_static_engines_kept_cache_plays_waiting_seats_as_re_encoding_does():
+    from rlvr.rollout import group_generator
+    from rlvr.rollout.static import StaticCacheEngine
+
+    model, tok = leaning_policy("tictactoe")
+    task = make_tasks([TaskConfig(name="tictactoe")], 0)[0]
+    engine = StaticCacheEngine(model, tok, batch_size=64)
+
+    def play(keep):
+        engine.keep_turns = keep
+        generators = [group_generator(torch.device("cpu"), 7, g) for g in range(6)]
+        _, groups = EpisodeRunner(engine, PromptEncoder(tok)).play(
+            [(task, task.problem("train", i)) for i in range(6)], SamplingParams(n=4, max_new_tokens=5), generators)
+        return [e for g in groups for e in g]
+
+    fresh, kept = play(False), play(True)
+    assert max(e.turns for e in fresh) >= 2  # seats waited and went on
+    assert [e.token_ids for e in kept] == [e.token_ids for e in fresh]
+    assert [e.policy_mask for e in kept] == [e.policy_mask for e in fresh]

@@ -36,10 +36,9 @@ def payoff(cards: tuple[str, str], actions: tuple[str, ...]) -> int:
 
 class KuhnPoker(Game):
     name = "kuhn_poker"
-    rules = ("Let's play Kuhn poker. The deck has three cards: J, Q and K (K is highest). Each player antes 1 chip "
-             "and is dealt one card. Player 1 acts first: check or bet 1 chip. Facing a bet, a player calls or folds. "
-             "If both check, or a bet is called, the higher card wins the pot. On your turn, reply with one of the "
-             "actions offered; any other reply loses 2 chips.")
+    rules = ("Let's play Kuhn poker: cards J < Q < K, one each, and both players ante 1 chip. Player 1 acts first: "
+             "check or bet 1 chip; facing a bet, call or fold. After two checks or a called bet, the higher card "
+             "wins the pot. Reply with one of the actions offered; any other reply loses 2 chips.")
     seat_names = ("player 1", "player 2")
     forfeit = 2.0
 

@@ -16,9 +16,8 @@ NUMBER = re.compile(r"\d+")
 
 class TicTacToe(Game):
     name = "tictactoe"
-    rules = ("Let's play tic-tac-toe on a 3x3 board with squares numbered 1 to 9. X moves first, then O, in turns. "
-             "On your turn, reply with the number of an empty square. A reply without the number of an empty square "
-             "loses the game.")
+    rules = ("Let's play tic-tac-toe on squares 1 to 9. X moves first. On your turn, reply with the number of an empty "
+             "square; any other reply loses.")
     seat_names = ("X", "O")
     forfeit = 1.0
 
@@ -60,7 +59,7 @@ class TicTacToe(Game):
         return f"{self.seat_names[seat]} took square {move}."
 
     def prompt_for_move(self) -> str:
-        return f"Your move: one of {', '.join(self.legal_moves())}."
+        return "Your move (the board shows the empty squares' numbers)."
 
 
 @ENVIRONMENTS.register("tictactoe")
@@ -70,7 +69,7 @@ class TicTacToeEnvironment(SeatEnvironment):
     game = TicTacToe
     turns_needed = 5
     corpus_hint = ("You are X.", "You are O.", "O took square 5.", "X took square 1.", "1 2 3\n4 5 6\n7 8 9",
-                   "Your move: one of 1, 2, 3, 4, 5, 6, 7, 8, 9.")
+                   "Your move (the board shows the empty squares' numbers).")
 
 
 @TASKS.register("tictactoe")

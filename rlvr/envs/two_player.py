@@ -283,9 +283,9 @@ def _frozen_model(path: str):
 class CheckpointPlayer(Player):
     """A frozen model playing its seat from the same observations a policy seat gets (its own conversation:
     the rules, each observation, its replies), sampling at temperature 1 from a generator seeded per match, at
-    most `max_new_tokens` per turn."""
+    most `max_new_tokens` per turn (a move is a number or a word)."""
 
-    def __init__(self, path: str, rng: random.Random, max_new_tokens: int = 32):
+    def __init__(self, path: str, rng: random.Random, max_new_tokens: int = 16):
         self.model, self.tokenizer = _frozen_model(str(Path(path).resolve()))
         self.generator = torch.Generator().manual_seed(rng.getrandbits(62))
         self.max_new_tokens = max_new_tokens
