@@ -83,8 +83,13 @@ def program_value(program: str, arguments: str):
 
 
 def reply_value(reply: str):
-    blocks = FENCE.findall(reply)
-    text = (blocks[-1] if blocks else reply).strip()
+    """The value a reply states, read as the prompt asks: a ```output block, else the last 'Output:' line, else the
+    last fenced block that is not code, else the whole reply (a literal, or the text for a string)."""
+    tagged = re.findall(r"```output[ \t]*\n(.*?)```", reply, re.DOTALL)
+    lines = [m.strip().strip("`").strip() for m in re.findall(r"(?i)\boutput\s*:[ \t]*([^\n]*)", reply)]
+    lines = [line for line in lines if line]
+    blocks = [b for b in FENCE.findall(reply) if "def f(" not in b]
+    text = (tagged[-1] if tagged else lines[-1] if lines else blocks[-1] if blocks else reply).strip()
     try:
         return ast.literal_eval(text)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):

@@ -42,15 +42,16 @@ from rlvr.tasks.program_io import (
     as_json,
     call,
     checked_outputs,
-    fenced_blocks,
+    labelled,
     literal,
     parse_arguments,
     program_block,
     program_lines,
     same_value,
     shown_arguments,
+    stated_inputs,
+    stated_value,
     static_problem,
-    tagged_blocks,
 )
 
 TYPES = ("deduction", "abduction", "induction")
@@ -64,8 +65,8 @@ PROPOSE = {
     "abduction": "Write a new Python function f and an input for it, such that working out an input from the code and "
                  "its output takes some thought.",
 }
-FORMAT = ("Reply with the function in a ```python block, then the input in an ```input block (the arguments of one "
-          "call, as Python literals).")
+FORMAT = ("Reply with the function in a ```python block, then a line `Input: <the arguments of one call, as Python "
+          "literals>`.")
 
 
 def learnability(success_rate: float) -> float:
@@ -75,38 +76,28 @@ def learnability(success_rate: float) -> float:
 
 
 def _example(entry: dict) -> str:
-    return f"```python\n{entry['program']}\n```\n```input\n{entry['input']}\n```"
+    return f"```python\n{entry['program']}\n```\nInput: {entry['input']}"
 
 
 def propose_prompt(task_type: str, references: list[dict], inputs: int) -> str:
     if task_type == "induction":
         program = references[0]["program"]
-        return (f"```python\n{program}\n```\nWrite {inputs} different inputs for this function f, each in its own "
-                "```input block (the arguments of one call, as Python literals), then a one-line hint of what f does "
-                "in a ```message block.")
+        return (f"```python\n{program}\n```\nWrite {inputs} different inputs for this function f, each on its own line "
+                "`Input: <the arguments of one call, as Python literals>`, then a line `Hint: <what f does>`.")
     examples = "\n\n".join(_example(r) for r in references)
     return f"{PROPOSE[task_type]} Examples:\n\n{examples}\n\n{FORMAT}"
 
 
 def solve_prompt(task_type: str, entry: dict) -> str:
     if task_type == "deduction":
-        return (f"```python\n{entry['program']}\n```\nWhat does f({entry['input']}) return? Reply with the value in an "
-                "```output block.")
+        return (f"```python\n{entry['program']}\n```\nWhat does f({entry['input']}) return? Reply with a line "
+                "`Output: <the value>`.")
     if task_type == "abduction":
         return (f"```python\n{entry['program']}\n```\nFind an input for which f returns {entry['output']}. Reply with "
-                "the input in an ```input block (the arguments of one call, as Python literals).")
+                "a line `Input: <the arguments of one call, as Python literals>`.")
     shown = "\n".join(f"f({i}) == {o}" for i, o in entry["cases"][: entry["shown"]])
     hint = f"\nHint: {entry['message']}" if entry.get("message") else ""
     return f"Write a Python function f such that:\n{shown}{hint}\nReply with f in a ```python block."
-
-
-def stated(completion: str, tag: str) -> str:
-    """A solver's answer: the last ```<tag> block, else the last fenced block, else the whole reply."""
-    tagged = tagged_blocks(completion, tag)
-    if tagged:
-        return tagged[-1]
-    blocks = fenced_blocks(completion)
-    return blocks[-1][1].strip() if blocks else completion.strip()
 
 
 # ------------------------------------------------------------------ the verifier (runs in the reward workers)
@@ -130,12 +121,11 @@ def _rejected(reason: str, penalty: float, detail: str = "") -> dict[str, Any]:
 def judge_proposal(completion: str, task_type: str, invalid_penalty: float, format_penalty: float,
                    program: str | None = None, induction_inputs: int = 4, **_: Any) -> dict[str, Any]:
     """A proposal checked in the sandbox (rlvr.tasks.program_io.checked_outputs, two runs)."""
-    inputs = tagged_blocks(completion, "input")
+    inputs = stated_inputs(completion)
     if task_type != "induction":
         program = program_block(completion)
         inputs = inputs[:1]
     else:
-        inputs = list(dict.fromkeys(shown_arguments(a) for a in map(parse_arguments, inputs) if a is not None))
         inputs = inputs[:induction_inputs]
     if program is None or not inputs or (task_type == "induction" and len(inputs) < 2):
         return _rejected("format", format_penalty, "no program and input blocks" if task_type != "induction"
@@ -147,9 +137,9 @@ def judge_proposal(completion: str, task_type: str, invalid_penalty: float, form
     valid = {"score": 0.0, "correct": 1.0, "valid": 1.0, **{f"rejected_{r}": 0.0 for r in REJECTIONS},
              "program_lines": float(program_lines(program))}
     if task_type == "induction":
-        messages = tagged_blocks(completion, "message")
+        hints = [h for h in labelled(completion, "hint") if h]
         task = {"program": program, "cases": [list(c) for c in zip(inputs, run.outputs)],
-                "message": messages[0].splitlines()[0][:200] if messages and messages[0] else ""}
+                "message": hints[0][:200] if hints else ""}
     else:
         task = {"program": program, "input": shown_arguments(parse_arguments(inputs[0])), "output": run.outputs[0]}
     return {**valid, "answer": as_json({"type": task_type, **task})}
@@ -159,12 +149,12 @@ def judge_solution(completion: str, task_type: str, format_penalty: float, progr
                    output: str = "", cases: list | None = None, **_: Any) -> dict[str, Any]:
     """A solver's answer checked by running it (abduction, induction) or comparing values (deduction)."""
     if task_type == "deduction":
-        answer = stated(completion, "output")
+        answer = stated_value(completion, "output")
         if not answer:
             return {"score": format_penalty, "correct": 0.0, "answer": None}
         return {"score": float(same_value(output, answer)), "answer": answer}
     if task_type == "abduction":
-        answer = stated(completion, "input")
+        answer = stated_value(completion, "input")
         arguments = parse_arguments(answer)
         if arguments is None:
             return {"score": format_penalty, "correct": 0.0, "answer": answer or None}
@@ -265,7 +255,7 @@ class AbsoluteZeroTask(Task):
                        role=f"{task_type}.solve")
 
     def final_answer(self, completion: str) -> str | None:
-        return stated(completion, "output") or None
+        return stated_value(completion, "output") or None
 
     def same_answer(self, a: str, b: str) -> bool:
         return same_value(a, b) if literal(a)[0] else a == b
@@ -359,7 +349,7 @@ class AbsoluteZeroTask(Task):
     def corpus(self, n: int = 2000):
         yield from (self.problem("train", i).prompt for i in range(min(n, 3 * len(self.types))))
         yield from (self.problem("eval", i).prompt for i in range(len(self.heldout)))
-        yield "```output\n'Hello World'\n```\n```input\n1, 2\n```\n```message\nf adds one\n```"
+        yield "Output: 'Hello World'\nInput: 1, 2\nHint: f adds one"
 
 
 def entry_key(task_type: str, entry: dict) -> str:

@@ -52,6 +52,51 @@ def tagged_blocks(text: str, tag: str) -> list[str]:
     return [body.strip() for lang, body in fenced_blocks(text) if lang == tag]
 
 
+def labelled(text: str, label: str) -> list[str]:
+    """What follows each '<label>:' (any case) up to the end of its line, backticks and spaces stripped: a reply's
+    'Output: `[1, 2]`'."""
+    return [m.strip().strip("`").strip() for m in re.findall(rf"\b{label}\s*:[ \t]*([^\n]*)", text, re.IGNORECASE)]
+
+
+def call_arguments(text: str) -> list[str]:
+    """The argument text of each call `f(...)` written in a reply (a usage line such as `f([7, 4, 3])`), in order;
+    `def f(...)` headers are skipped."""
+    found = []
+    for m in re.finditer(r"(?<![\w.])f\(", text):
+        if text[max(0, m.start() - 4) : m.start()] == "def ":
+            continue
+        depth, i = 1, m.end()
+        while i < len(text) and depth:
+            depth += {"(": 1, ")": -1}.get(text[i], 0)
+            i += 1
+        if depth == 0:
+            found.append(text[m.end() : i - 1])
+    return found
+
+
+def stated_inputs(text: str) -> list[str]:
+    """The inputs a reply states, as argument lists that are literals: its ```input blocks, else its 'Input:' lines,
+    else the arguments of the calls of f it writes (duplicates dropped, order kept)."""
+    for candidates in (tagged_blocks(text, "input"), labelled(text, "input"), call_arguments(text)):
+        inputs = [shown_arguments(a) for a in map(parse_arguments, candidates) if a is not None]
+        if inputs:
+            return list(dict.fromkeys(inputs))
+    return []
+
+
+def stated_value(text: str, label: str) -> str:
+    """A reply's answer: its last ```<label> block, else what follows its last '<label>:', else its last fenced block
+    that is not a program, else the whole reply (stripped)."""
+    tagged = tagged_blocks(text, label)
+    if tagged:
+        return tagged[-1]
+    after = [a for a in labelled(text, label) if a]
+    if after:
+        return after[-1]
+    blocks = [body.strip() for _, body in fenced_blocks(text) if not re.search(r"^\s*def f\(", body, re.MULTILINE)]
+    return blocks[-1] if blocks else text.strip()
+
+
 def parse_arguments(text: str) -> tuple | None:
     """An input as the tuple of its literal arguments (`'abc', 2` -> ('abc', 2)), None when it is not literals."""
     text = text.strip()
