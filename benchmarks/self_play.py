@@ -189,7 +189,7 @@ def ttt_figures(run: Path) -> dict:
             for s, e in sorted(out.items())}
 
 
-def greedy_replies(model_dir: str, conversations: list[list[dict]], max_new_tokens: int = 16) -> list[str]:
+def greedy_replies(model_dir: str, conversations: list[list[dict]], max_new_tokens: int) -> list[str]:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -211,9 +211,10 @@ def kuhn_action(reply: str, offered: tuple[str, ...]) -> str | None:
     return min(hits)[1] if hits else None
 
 
-def kuhn_exact_values(model_dir: str) -> dict:
+def kuhn_exact_values(model_dir: str, max_new_tokens: int) -> dict:
     """Expected chips per hand of the model's greedy play against Kuhn's equilibrium player (alpha 1/6), per seat,
-    exactly: its action at each information set, then every deal and every equilibrium branch."""
+    exactly: its greedy reply (at most `max_new_tokens`, as in training) at each information set, then every deal and
+    every equilibrium branch."""
     sys.path.insert(0, str(ROOT))
     import random
 
@@ -235,7 +236,7 @@ def kuhn_exact_values(model_dir: str) -> dict:
 
     keys = [(0, c, ()) for c in cards] + [(1, c, h) for c in cards for h in (("check",), ("bet",))]
     queries = [seat_view(seat, c, h) for seat, c, h in keys]
-    first = dict(zip(keys, greedy_replies(model_dir, queries)))
+    first = dict(zip(keys, greedy_replies(model_dir, queries, max_new_tokens)))
     strategy = {k: kuhn_action(v, ("check", "bet") if k[2] in ((), ("check",)) else ("call", "fold"))
                 for k, v in first.items()}
     # player 1's second decision, after checking and facing a bet, continues its own conversation
@@ -252,7 +253,7 @@ def kuhn_exact_values(model_dir: str) -> dict:
                            {"role": "assistant", "content": first[(0, c, ())]},
                            {"role": "user", "content": match.observation(0)}])
             follow_keys.append((0, c, ("check", "bet")))
-    for k, reply in zip(follow_keys, greedy_replies(model_dir, follow)):
+    for k, reply in zip(follow_keys, greedy_replies(model_dir, follow, max_new_tokens)):
         strategy[k] = kuhn_action(reply, ("call", "fold"))
     seat0 = sum(as_player1(strategy, c0, c1) for c0 in cards for c1 in cards if c0 != c1) / 6
     seat1 = sum(as_player2(strategy, c0, c1) for c0 in cards for c1 in cards if c0 != c1) / 6
@@ -338,7 +339,10 @@ def game_figures(game: str, run: Path, vs_checkpoint: int) -> dict:
     if game == "tictactoe":
         figures["referee"] = ttt_figures(run)
     else:
-        figures["exact"] = {"start": kuhn_exact_values(base), "final": kuhn_exact_values(final)}
+        import yaml
+
+        tokens = yaml.safe_load((run / "config.yaml").read_text())["rollout"]["max_new_tokens"]  # as the run replied
+        figures["exact"] = {"start": kuhn_exact_values(base, tokens), "final": kuhn_exact_values(final, tokens)}
     return figures
 
 
