@@ -148,9 +148,11 @@ def azr_figures(run: Path) -> dict:
 # ------------------------------------------------------------------ games
 
 def ttt_referee(messages: list[dict], seat: int) -> str:
-    """A TicTacToe seat's result ('win', 'draw', 'loss') from its conversation alone: the other seat's moves from
-    "<mark> took square N", its own from the first number of each reply; a reply whose first number is not an empty
-    square loses; the board decides the rest (a match cut before its end is counted as the referee finds it)."""
+    """A TicTacToe seat's result ('win', 'draw', 'loss') against a player who only makes legal moves (the random
+    player), from the seat's conversation alone: the other seat's moves from "<mark> took square N", its own from
+    the first number of each reply (a number that is not an empty square loses). A conversation ends with the seat's
+    move; if that did not end the match, the other seat's next move did: it took the last empty square (win or
+    draw decided by the board) or won."""
     marks = ("X", "O")
     board: dict[int, str] = {}
 
@@ -164,15 +166,21 @@ def ttt_referee(messages: list[dict], seat: int) -> str:
         if m["role"] == "user":
             for mark, square in re.findall(r"([XO]) took square (\d)", m["content"]):
                 board[int(square)] = mark
-        else:
-            found = re.search(r"\d+", m["content"])
-            square = int(found.group()) if found else 0
-            if not 1 <= square <= 9 or square in board:
-                return "loss"
-            board[square] = marks[seat]
-        if winner():
-            return "win" if winner() == marks[seat] else "loss"
-    return "draw" if len(board) == 9 else ("win" if winner() == marks[seat] else "draw" if not winner() else "loss")
+            continue
+        found = re.search(r"\d+", m["content"])
+        square = int(found.group()) if found else 0
+        if not 1 <= square <= 9 or square in board:
+            return "loss"
+        board[square] = marks[seat]
+    if winner():
+        return "win" if winner() == marks[seat] else "loss"
+    empty = [s for s in range(1, 10) if s not in board]
+    if not empty:
+        return "draw"
+    if len(empty) == 1:  # the other seat filled the board
+        board[empty[0]] = marks[1 - seat]
+        return "loss" if winner() else "draw"
+    return "loss"  # the match ended on the other seat's move with squares left: it won
 
 
 def ttt_figures(run: Path) -> dict:

@@ -41,7 +41,8 @@ class TicTacToe(Game):
 
     def parse(self, text: str) -> str | None:
         found = NUMBER.search(text)
-        return found.group() if found and found.group() in self.legal_moves() else None
+        square = str(int(found.group())) if found else None  # '08' is square 8
+        return square if square in self.legal_moves() else None
 
     def apply(self, move: str) -> None:
         self.board[int(move) - 1] = self.seat_names[self.to_move()]
