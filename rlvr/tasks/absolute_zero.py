@@ -128,7 +128,7 @@ def judge_proposal(completion: str, task_type: str, invalid_penalty: float, form
     else:
         inputs = inputs[:induction_inputs]
     if program is None or not inputs or (task_type == "induction" and len(inputs) < 2):
-        return _rejected("format", format_penalty, "no program and input blocks" if task_type != "induction"
+        return _rejected("format", format_penalty, "no program defining f, or no input" if task_type != "induction"
                          else "fewer than 2 distinct literal inputs")
     run = checked_outputs(program, inputs)
     if run.outputs is None:
