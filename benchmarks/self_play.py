@@ -371,6 +371,15 @@ def run_seeds(kind: str, seeds: list[int], out: Path, overrides: list[str], vs_c
         print(f"{kind} seed {seed}: {json.dumps(figures)[:600]}", flush=True)
 
 
+def minutes(out: Path, kind: str, seed: int, figures: dict) -> float:
+    """The run's wall time: as the benchmark timed it, else from its files (config.yaml written at the start,
+    report.html at the end) for a run trained by an earlier invocation."""
+    if figures.get("wall_s"):
+        return figures["wall_s"] / 60
+    run = out / kind / f"seed{seed}"
+    return ((run / "report.html").stat().st_mtime - (run / "config.yaml").stat().st_mtime) / 60
+
+
 def mean(values):
     values = [v for v in values if v is not None and v == v]
     return sum(values) / len(values) if values else float("nan")
@@ -398,7 +407,7 @@ def summary(out: Path, plots: Path | None) -> None:
                   f"{window(f['valid'], False):.1%} | {window(f['program_lines'], True):.1f} -> "
                   f"{window(f['program_lines'], False):.1f} | {window(f['fresh_solve_rate'], True):.2f} -> "
                   f"{window(f['fresh_solve_rate'], False):.2f} | {window(f['learnability'], True):.2f} -> "
-                  f"{window(f['learnability'], False):.2f} | {(f.get('wall_s') or float('nan')) / 60:.0f} |")
+                  f"{window(f['learnability'], False):.2f} | {minutes(out, 'azr', seed, f):.0f} |")
         if plots:
             plot_azr(azr, plots / "self_play_azr.png")
     for game in ("tictactoe", "kuhn_poker"):
@@ -425,7 +434,7 @@ def summary(out: Path, plots: Path | None) -> None:
                 first, last = ref[min(ref, key=int)], ref[max(ref, key=int)]
                 line += " | " + " | ".join(f"{first[f'seat{s}']['referee']:.2f} -> {last[f'seat{s}']['referee']:.2f}"
                                            for s in (0, 1))
-            print(line + f" | {(f.get('wall_s') or float('nan')) / 60:.0f} |")
+            print(line + f" | {minutes(out, game, seed, f):.0f} |")
         if plots:
             plot_game(game, runs, plots / f"self_play_{game}.png")
 
