@@ -172,11 +172,8 @@ class SeatEnvironment(Environment):
     turns_needed: int  # the most turns one seat can take in a match (data.tasks[].env.max_turns must allow it)
     starts_waiting = True  # a seat is told its side and the state before its first turn
 
-    def __init__(self, problem: Problem, task: Task, match: Match | None = None, seat: int = 0):
+    def __init__(self, problem: Problem, task: Task, match: Match, seat: int):
         super().__init__(problem, task)
-        if match is None:  # a lone episode (e.g. EnvTask checking arguments): seat 0 against a random player
-            rng = random.Random(f"{problem.fields.get('deal', problem.uid)}-lone")
-            match = Match(self.game(rng), [None, RandomPlayer(rng)])
         self.match, self.seat = match, seat
 
     @classmethod
