@@ -35,6 +35,7 @@ class AdvantageInputs:
     step_rewards: Tensor | None = None  # [N, C] each step's reward on its last token (process credit)
     step_mask: Tensor | None = None  # [N, C] 1 on the tokens that end a step
     tree_paths: list[tuple[int, ...]] | None = None  # per sample, its path in its group's tree (tree rollouts)
+    roles: list[str] | None = None  # per sample, its task and role ('<task label>/<role>'; the label alone without one)
 
 
 def last_token_rewards(scores: Tensor, mask: Tensor) -> Tensor:
@@ -219,4 +220,46 @@ def dcpo_smooth(inp: AdvantageInputs, cfg: AlgorithmSettings) -> tuple[Tensor, d
         a1 = (1 - w) * sa_new + w * sa_tot
         a2 = w * sa_new + (1 - w) * sa_tot
         advantages[rows] = torch.where(a1.abs() < a2.abs(), a1, a2)
+    return _broadcast(advantages, inp.mask), history
+
+
+def _role_ids(inp: AdvantageInputs, name: str) -> tuple[list[str], Tensor]:
+    if inp.roles is None:
+        raise ValueError(f"advantage '{name}' needs the task and role of every sample (AdvantageInputs.roles)")
+    keys = list(dict.fromkeys(inp.roles))
+    index = {k: i for i, k in enumerate(keys)}
+    return keys, torch.tensor([index[r] for r in inp.roles], dtype=torch.long, device=inp.scores.device)
+
+
+@ADVANTAGES.register("task_relative")
+def task_relative(inp: AdvantageInputs, cfg: AlgorithmSettings) -> tuple[Tensor, None]:
+    """Task-relative REINFORCE++ (Absolute Zero, Zhao et al. 2025, arXiv 2505.03335): one baseline per task and
+    role over the step, A_i = (s_i - mean_k) / (std_k + eps), mean and std over the step's samples of the
+    sample's role k ('azr/deduction.propose': the six task-type x role baselines of AZR); a role with one sample
+    in the step has mean 0, std 1 (GRPO's convention for a group of one). Samples without a role are pooled by
+    task."""
+    _, ids = _role_ids(inp, "task_relative")
+    scores = sample_rewards(inp)
+    mean, std = group_stats(scores, ids, cfg.std_unbiased)
+    return _broadcast((scores - mean) / (std + cfg.advantage_epsilon), inp.mask), None
+
+
+@ADVANTAGES.register("role_baseline")
+def role_baseline(inp: AdvantageInputs, cfg: AlgorithmSettings) -> tuple[Tensor, dict]:
+    """Role-conditioned advantage estimation (SPIRAL, Liu et al. 2025, arXiv 2506.24119): a running baseline per
+    role (a game and seat, 'tictactoe/seat1'), the exponential moving average of that role's rewards. Samples are
+    taken in batch order: A_i = s_i - b_k, then b_k <- decay b_k + (1 - decay) s_i (decay =
+    `role_baseline_decay`), b_k starting at 0 (a zero-sum game's value under symmetric play). The baselines live
+    in history["role_baseline"] = {role: b}, carried across steps and saved in checkpoints."""
+    keys, ids = _role_ids(inp, "role_baseline")
+    scores = sample_rewards(inp)
+    history = dict(inp.history or {})
+    baselines = dict(history.get("role_baseline", {}))
+    decay = cfg.role_baseline_decay
+    advantages = torch.zeros_like(scores)
+    for i, (k, s) in enumerate(zip(ids.tolist(), scores.tolist())):
+        b = baselines.get(keys[k], 0.0)
+        advantages[i] = s - b
+        baselines[keys[k]] = decay * b + (1 - decay) * s
+    history["role_baseline"] = baselines
     return _broadcast(advantages, inp.mask), history

@@ -15,6 +15,7 @@ class AlgorithmSettings(Protocol):
     gamma: float  # discount of token returns (reinforce_pp)
     reward_baseline: float  # constant baseline of 'reinforce'
     ngrpo_max_reward: float  # NGRPO's virtual sample's reward
+    role_baseline_decay: float  # SPIRAL's role baseline: b <- decay b + (1 - decay) reward
     positive_weight: float  # PSR weight on positive advantages
     negative_weight: float  # NSR weight on negative advantages
     clip_eps_low: float  # PPO clip: ratio floor 1 - clip_eps_low

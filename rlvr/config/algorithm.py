@@ -80,6 +80,8 @@ class AlgorithmConfig(Section):
     gamma: float = Field(1.0, ge=0, le=1, description="Discount of token returns (reinforce_pp).")
     reward_baseline: float = Field(0.0, description="Constant baseline b of the 'reinforce' estimator: A = s - b.")
     ngrpo_max_reward: float = Field(1.0, description="Reward of NGRPO's virtual sample added to every group.")
+    role_baseline_decay: float = Field(0.95, ge=0, lt=1, description="role_baseline (SPIRAL): the running baseline "
+        "of each role moves as b <- decay * b + (1 - decay) * reward after each of its samples.")
     positive_weight: float = Field(1.0, ge=0, description="Multiplies positive advantages (PSR weight).")
     negative_weight: float = Field(1.0, ge=0, description="Multiplies negative advantages (NSR weight).")
     turn_credit: str | None = Field(

@@ -30,6 +30,7 @@ class EnvStep:
     messages: list[Message] = field(default_factory=list)  # appended to the episode unless it is over
     reward: float | None = None  # a turn reward, if the environment gives one
     done: bool = False
+    wait: bool = False  # the reply depends on other episodes (another seat's move): `reply()` gives it later
 
 
 @dataclass
@@ -45,9 +46,18 @@ class Environment(ABC):
     plus their own keyword arguments from `data.tasks[].env.args`."""
 
     tools: list = []  # rlvr.envs.tools.Tool objects offered to the model (schemas go to the chat template)
+    # The first assistant turn comes after a reply (`reply()`), e.g. a game's seat told its side and the board: the
+    # group's shared prompt is the opening without the assistant header.
+    starts_waiting = False
 
     def __init__(self, problem: Problem, task: Task):
         self.problem, self.task = problem, task
+
+    @classmethod
+    def for_group(cls, problem: Problem, task: Task, n: int, **args: Any) -> list[Environment]:
+        """The environments of one group's `n` episodes (`args`: data.tasks[].env.args). Episodes that play each
+        other (the seats of a game, docs/self_play.md) share their match here; by default n independent ones."""
+        return [cls(problem, task, **args) for _ in range(n)]
 
     def reset(self) -> list[Message]:
         """The opening messages. Every episode of one problem must open the same way (they share a prompt). A
@@ -66,6 +76,22 @@ class Environment(ABC):
     def metrics(self) -> dict[str, float]:
         """Numbers about the finished episode (tool calls, attempts), logged as reward/verifier/<name> means."""
         return {}
+
+    def reply(self) -> EnvStep | None:
+        """While the episode waits (after `step` returned `wait`, or before its first turn when `starts_waiting`):
+        the reply once the episodes it depends on have moved, None while they have not. Its reward, if any, is
+        added to the last turn's."""
+        raise NotImplementedError(f"{type(self).__name__} made an episode wait but does not implement reply()")
+
+    def abandon(self) -> None:  # noqa: B027 (optional hook)
+        """The episode was ended before the environment ended it (its token budget or turn limit ran out); an
+        environment whose other episodes wait on this one ends them too (a seat that cannot move forfeits)."""
+
+    @property
+    def role(self) -> str | None:
+        """The episode's own role where it differs within a group (a game's seat), for per-role metrics and
+        role-aware advantages; None: the problem's."""
+        return None
 
     def close(self) -> None:  # noqa: B027 (optional hook)
         """Release what the episode held (processes, files)."""

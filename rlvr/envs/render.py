@@ -43,20 +43,22 @@ class ChatRenderer:
             return {"role": "user", "content": message["content"]}
         return message
 
-    def opening(self, messages: list[Message], tools: list | None = None) -> list[int]:
-        """The prompt of an episode: its opening messages (after data.system_prompt) and the assistant header."""
+    def opening(self, messages: list[Message], tools: list | None = None, generation_prompt: bool = True) -> list[int]:
+        """The prompt of an episode: its opening messages (after data.system_prompt) and the assistant header (not
+        for an episode whose first turn waits for a reply, `generation_prompt=False`)."""
         if self.use_template:
             own_system = any(m["role"] == "system" for m in messages)  # data.system_prompt yields to the data's own
             system = [{"role": "system", "content": self.system_prompt}] if self.system_prompt and not own_system else []
-            text = self._text(system + [self._as_template_message(m) for m in messages], True,
+            text = self._text(system + [self._as_template_message(m) for m in messages], generation_prompt,
                               [t.schema for t in tools or []])
             return self._ids(text)
         text = "".join(m["content"] if m["role"] != "tool" else PLAIN["tool"].format(**m) for m in messages)
         return self._ids(f"{self.system_prompt}\n{text}" if self.system_prompt else text)
 
-    def continuation(self, messages: list[Message], turn_ids: list[int]) -> list[int]:
+    def continuation(self, messages: list[Message], turn_ids: list[int] | None) -> list[int]:
         """Ids that close the sampled turn `turn_ids` (when the template writes more after it) and hold the
-        environment's `messages` followed by the next assistant header."""
+        environment's `messages` followed by the next assistant header; `turn_ids` None: no turn before them (a
+        reply that opens the episode, after a prompt without the assistant header)."""
         if not self.use_template:
             return self._ids("".join(PLAIN.get(m["role"], PLAIN["user"]).format(content=m["content"])
                                      for m in messages))
@@ -65,7 +67,7 @@ class ChatRenderer:
             raise RlvrError("The chat template renders earlier messages differently once environment messages follow, "
                             "so an episode cannot be extended by appending; use a template that renders a "
                             "conversation incrementally (most do), or model.chat_template=never.")
-        closing = self.closing
+        closing = self.closing if turn_ids is not None else ""
         if turn_ids and turn_ids[-1] in self.tokenizer.all_special_ids:
             last = self.tokenizer.decode(turn_ids[-1:], skip_special_tokens=False)
             if closing.startswith(last):  # the model sampled the end-of-turn token itself

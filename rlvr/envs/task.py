@@ -26,12 +26,21 @@ class EnvTask(Task):
         self.env_class = ENVIRONMENTS.get(config.name)
         self.name = task.name
         self.has_rows, self.skipped_rows, self.label_override = task.has_rows, task.skipped_rows, task.label_override
-        self.make_env(task.problem("eval" if task.size("eval") else "train", 0)).close()  # bad args fail here
+        needed = getattr(self.env_class, "turns_needed", None)
+        if needed is not None and config.max_turns < needed:
+            raise ConfigError(f"Environment '{config.name}' of task {task.label} needs up to {needed} turns per "
+                              f"episode; data.tasks[].env.max_turns is {config.max_turns}. Set it to {needed}.")
+        for env in self.make_envs(task.problem("eval" if task.size("eval") else "train", 0), 2):  # bad args fail here
+            env.close()
 
     def make_env(self, problem: Problem) -> Environment:
         """A fresh environment for one episode of `problem`."""
+        return self.make_envs(problem, 1)[0]
+
+    def make_envs(self, problem: Problem, n: int) -> list[Environment]:
+        """Fresh environments for a group's `n` episodes of `problem` (a game pairs them into matches)."""
         try:
-            return self.env_class(problem, self.task, **self.config.args)
+            return self.env_class.for_group(problem, self.task, n, **self.config.args)
         except TypeError as e:
             raise ConfigError(f"Bad arguments for environment '{self.config.name}' (data.tasks[].env.args): {e}") \
                 from None
@@ -67,7 +76,7 @@ def with_environment(task: Task, env) -> Task:
     """`task` played as episodes when data.tasks[].env is set or the task names its own environment."""
     if env is None and task.environment is None:
         return task
-    return EnvTask(task, env if env is not None else EnvConfig(name=task.environment))
+    return EnvTask(task, env if env is not None else EnvConfig.model_validate(task.environment))
 
 
 def make_tasks(configs: list, seed: int, bad_rows: str = "error") -> list[Task]:

@@ -94,6 +94,30 @@ def reward_breakdown_figure(rows: list[dict]) -> str | None:
     return _png(fig)
 
 
+ROLE_FIGURES = (("reward", "mean reward"), ("accuracy", "verifier's verdict (share correct)"),
+                ("length", "completion length (policy tokens)"))
+
+
+def role_figure(rows: list[dict]) -> str | None:
+    """Self-play runs (docs/self_play.md): each role's reward, verdicts and lengths over training, one line per
+    '<task>/<role>' (role/<key>/<figure> metrics), smoothed when long."""
+    roles = sorted({m.group(1) for r in rows for k in r if (m := re.fullmatch(r"role/(.+)/samples", k))})
+    if not roles:
+        return None
+    fig, axes = plt.subplots(1, len(ROLE_FIGURES), figsize=(12, 3.6), squeeze=False)
+    for ax, (name, title) in zip(axes[0], ROLE_FIGURES):
+        for i, role in enumerate(roles):
+            steps, values = series(rows, f"role/{role}/{name}")
+            ax.plot(steps, _smooth(values) if len(steps) >= 20 else values, color=f"C{i % 10}",
+                    ls="-" if i < 10 else "--", label=role, marker="o" if len(steps) < 20 else None, ms=3)
+        ax.set(xlabel="step", title=title)
+        ax.title.set_fontsize(10)
+        ax.grid(alpha=0.3)
+    axes[0][-1].legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+    fig.tight_layout()
+    return _png(fig)
+
+
 def pass_rate_figure(rows: list[dict]) -> str | None:
     keys = sorted({k for r in rows for k in r if k.startswith("pool/pass_rate_")})
     if not keys:
@@ -181,7 +205,11 @@ def completions_section(rows: list[dict]) -> str:
         parts.append(f"<h3>Step {step}</h3>")
         for (task, uid), group in _by_group(mine).items():
             reference = group[0].get("reference")
-            parts.append(f'<div class="group"><div class="meta">{html.escape(task)} / {html.escape(str(uid))}'
+            roles = {r.get("role") for r in group}
+            per_sample = len(roles) > 1  # a game's seats: each sample's role in its row
+            role = f" &middot; role {html.escape(str(group[0]['role']))}" if group[0].get("role") and not per_sample \
+                else ""
+            parts.append(f'<div class="group"><div class="meta">{html.escape(task)} / {html.escape(str(uid))}{role}'
                          + (f" &middot; reference <code>{html.escape(str(reference))}</code>" if reference else "")
                          + f'</div>{prompt_html(group[0].get("prompt"), group[0].get("images"))}<table class="samples"><tr><th>#</th>'
                          "<th>completion</th><th>verdict</th><th>scores</th><th>advantage</th><th>tokens</th>"
@@ -200,7 +228,8 @@ def completions_section(rows: list[dict]) -> str:
                     answer += ' <b class="bad">rewarded, but not the reference</b>'
 
                 tokens = f"{r.get('length')}" + (" (cut)" if r.get("truncated") else "")
-                parts.append(f'<tr class="{verdict}"><td>{r.get("sample", "")}</td><td>{shown}</td>'
+                sample = f'{r.get("sample", "")}' + (f'<br>{html.escape(str(r.get("role")))}' if per_sample else "")
+                parts.append(f'<tr class="{verdict}"><td>{sample}</td><td>{shown}</td>'
                              f'<td class="verdict">{"correct" if verdict == "ok" else "wrong"}</td>'
                              f"<td><b>total {_fmt(r.get('reward'))}</b><br>{scores}</td>"
                              f"<td>{_fmt(r.get('advantage'))}</td><td>{tokens}</td><td>{answer}</td></tr>")
@@ -283,7 +312,8 @@ def render_run_report(run_dir: str | Path) -> str:
     if not rows:
         raise RlvrError(f"{run} holds no metrics.jsonl rows; `rlvr report` takes a training run's output directory "
                         "(tracking.output_dir).")
-    sections = [("Metrics", curves_figure(rows)), ("Reward per function", reward_breakdown_figure(rows)),
+    sections = [("Metrics", curves_figure(rows)), ("Roles (self-play)", role_figure(rows)),
+                ("Reward per function", reward_breakdown_figure(rows)),
                 ("Prompt pool pass rates", pass_rate_figure(rows)), ("Held-out pass@k", pass_at_k_figure(rows))]
     body = [f"<h1>rlvr run report: {html.escape(run.resolve().name)}</h1>", facts_table(run, rows)]
     body += [f"<h2>{title}</h2>\n{figure}" for title, figure in sections if figure]

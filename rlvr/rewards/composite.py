@@ -49,6 +49,13 @@ class Scored:
                       self.failures, {k: v[index] for k, v in self.extras.items()}, self.first_errors,
                       [self.answers[i] for i in rows] if self.answers else [])
 
+    def with_totals(self, total: torch.Tensor) -> Scored:
+        """The same samples with other weighted totals (a self-play task's late rewards added, docs/self_play.md)."""
+        if total.shape != self.total.shape:
+            raise ValueError(f"{len(total)} totals for {len(self.total)} samples")
+        return Scored(total.to(self.total.dtype), self.per_function, self.correct, self.failures, self.extras,
+                      self.first_errors, self.answers)
+
     @staticmethod
     def concat(parts: list[Scored]) -> Scored:
         """Samples of several scorings, in order; failure counts added up."""

@@ -50,6 +50,7 @@ class Completion:
     # decoded for it alone (a leaf shares its prefix with its siblings; None: all of its tokens).
     tree_path: tuple[int, ...] = ()
     decoded_tokens: int | None = None
+    role: str | None = None  # the sample's own role where it is not its problem's (a game's seat, docs/self_play.md)
 
     @property
     def policy_tokens(self) -> int:

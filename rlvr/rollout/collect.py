@@ -6,15 +6,19 @@ from __future__ import annotations
 
 import time
 
+import torch
+
 from rlvr.curriculum import CurriculumStats, GroupFilter, PromptSampler, prompt_key
 from rlvr.distributed import all_gather_objects, shard
+from rlvr.errors import ConfigError
 from rlvr.models.prompts import PromptEncoder
 from rlvr.rewards.composite import RewardComposer, Scored
 from rlvr.rollout.base import RolloutEngine, SamplingParams, group_generator
 from rlvr.rollout.episodes import EpisodeRunner
 from rlvr.rollout.hints import make_hints, with_failures
+from rlvr.rollout.self_play import follow_up_groups, self_play_metrics, settle_late_rewards
 from rlvr.rollout.steps import CollectedStep, Group, staleness_metrics
-from rlvr.tasks import Task
+from rlvr.tasks import Problem, Task
 
 
 class StepCollector:
@@ -43,6 +47,11 @@ class StepCollector:
         drawn = self.sampler.next_batch(self.prompts_per_step,
                                         lambda t, p: self.filter.admit(self.stats, prompt_key(self.tasks[t], p)))
         self.stats.record_draws([t for t, _ in drawn])
+        return self._generate(step, round_index, drawn)
+
+    def _generate(self, step: int, round_index: int, drawn: list[tuple[int, Problem]]) -> tuple[list[Group], Scored]:
+        """Sample and score the groups of `drawn` (source, problem) pairs: each rank its own block of groups, and
+        every rank gets them all."""
         mine = shard(len(drawn))
         generators = None
         if self.seed_per_group:
@@ -89,14 +98,20 @@ class StepCollector:
             for group in groups:
                 gen_tokens += sum(c.policy_tokens for c in group.completions)
                 (kept if self.filter.keep(group.scored.total, group.scored.correct) else rejected).append(group)
+        trained = (kept + rejected)[: self.prompts_per_step]
+        # Self-play tasks derive more problems from this step's groups and settle rewards known only now
+        follow = follow_up_groups(step, trained, self.tasks, lambda work, k: self._generate(step, rounds + k, work))
+        gen_tokens += sum(c.policy_tokens for g in follow for c in g.completions)
+        trained, generated_groups = settle_late_rewards(self.tasks, trained + follow, generated_groups + follow)
         gen_s = time.perf_counter() - t0
-        generated = with_failures(Scored.concat(rounds_scored), hinted_scored)
+        generated = with_failures(Scored.concat(rounds_scored + [g.scored for g in follow]), hinted_scored).with_totals(
+            torch.cat([g.scored.total for g in generated_groups]))
         metrics = {"perf/gen_tokens_per_s": gen_tokens / max(gen_s, 1e-9), "perf/gen_s": gen_s,
                    "perf/reward_wait_s": self.reward_wait_s,
                    # tokens the engine decoded per sample: fewer than their length with tree rollouts' shared prefixes
                    "rollout/decoded_tokens_per_completion": sum(c.decoded for g in generated_groups for c in
-                                                                g.completions) / max(len(generated.total), 1)}
-        trained = (kept + rejected)[: self.prompts_per_step]
+                                                                g.completions) / max(len(generated.total), 1),
+                   **self_play_metrics(self.tasks, trained)}
         if self.filter.regenerates:
             metrics["sampling/rounds"] = rounds
             metrics["sampling/wasted_frac"] = 1 - len(trained) * self.params.n / len(generated.total)
@@ -116,6 +131,10 @@ def make_collector(max_staleness: int, **kwargs):
     if max_staleness == 0:
         kwargs = {k: v for k, v in kwargs.items() if k not in ASYNC_ONLY}
         return StepCollector(**kwargs)
+    self_play = [t.label for t in kwargs["tasks"] if t.self_play]
+    if self_play:
+        raise ConfigError(f"Task {self_play[0]} plays against the policy's own generations (self-play), which needs the "
+                          "synchronous collector: set rollout.max_staleness=0 (docs/self_play.md).")
     from rlvr.rollout.workers import AsyncCollector
 
     kwargs.pop("hints", None)  # refused with max_staleness > 0 by the config (hints run in the synchronous loop)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from rlvr.envs.base import REWARD_RULES, Environment, Message
+from rlvr.envs.base import REWARD_RULES, Environment, EnvStep, Message
 from rlvr.envs.render import ChatRenderer
 from rlvr.envs.task import EnvTask
 from rlvr.errors import DataError, RlvrError
@@ -67,6 +67,8 @@ class _Running:
     turns: int = 0
     done: bool = False
     truncated: bool = False
+    waiting: bool = False  # for a reply that depends on other episodes (Environment.reply)
+    last_turn: list[int] | None = None  # the last sampled turn's ids (None before the first)
 
     @property
     def left(self) -> int:
@@ -126,12 +128,12 @@ class EpisodeRunner:
 
     def _open(self, task: EnvTask, problem: Problem, n: int, where: str
               ) -> tuple[list[Environment], list[int], str]:
-        envs = [task.make_env(problem) for _ in range(n)]
+        envs = task.make_envs(problem, n)
         openings = [env.reset() for env in envs]
-        if any(o != openings[0] for o in openings):
+        if any(o != openings[0] for o in openings) or any(e.starts_waiting != envs[0].starts_waiting for e in envs):
             raise RlvrError(f"Environment '{task.config.name}' opened episodes of one problem differently; reset() "
-                            "must depend on the problem only (the group shares one prompt).")
-        prompt = self.renderer.opening(openings[0], envs[0].tools)
+                            "and starts_waiting must depend on the problem only (the group shares one prompt).")
+        prompt = self.renderer.opening(openings[0], envs[0].tools, generation_prompt=not envs[0].starts_waiting)
         if len(prompt) > self.encode.max_tokens:
             raise DataError(f"Opening prompt of task {task.label}, {where} {problem.uid} has {len(prompt)} tokens, "
                             f"over the limit of {self.encode.max_tokens} ({self.encode.limit_source}).")
@@ -147,7 +149,8 @@ class EpisodeRunner:
             envs, prompt, opening = self._open(task, problem, n, where)
             prompts.append(prompt)
             budget = task.config.max_tokens or task.config.max_turns * params.max_new_tokens
-            running += [_Running(env, task, prompt, budget, observation=opening) for env in envs]
+            running += [_Running(env, task, prompt, budget, observation=opening, waiting=env.starts_waiting)
+                        for env in envs]
         try:
             with getattr(self.engine, "session", nullcontext)():  # an engine that keeps caches across turns
                 finished = self._play(running, prompts, params, generators)
@@ -158,24 +161,40 @@ class EpisodeRunner:
 
     def _play(self, running: list[_Running], prompts: list[list[int]], params: SamplingParams,
               generators: list[torch.Generator] | None) -> list[Episode]:
-        """Every episode's turns until it ends, live episodes batched in one engine call per turn."""
+        """Every episode's turns until it ends, live episodes batched in one engine call per turn. Groups whose
+        episodes start by waiting for a reply (a game's seats) join from their first reply on; an episode waiting
+        for another's move sits out the calls until `reply()` gives its reply."""
         n = params.n
-        longest = max(r.budget for r in running)
-        first = self.engine.generate(prompts, replace(params, max_new_tokens=min(params.max_new_tokens, longest),
-                                                      tree=None),  # tree rollouts are for single completions
-                                     generators)
+        starting = [g for g in range(len(prompts)) if not running[g * n].waiting]
+        if starting:
+            longest = max(running[g * n + j].budget for g in starting for j in range(n))
+            first = self.engine.generate([prompts[g] for g in starting],
+                                         replace(params, max_new_tokens=min(params.max_new_tokens, longest),
+                                                 tree=None),  # tree rollouts are for single completions
+                                         [generators[g] for g in starting] if generators is not None else None)
+            for g, group in zip(starting, first):
+                for j, completion in enumerate(group):
+                    self._after_turn(running[g * n + j], completion)
         if generators is not None:  # each episode's own stream for later turns, drawn from its group's
             for g, gen in enumerate(generators):
                 seeds = torch.randint(2**62, (n,), generator=gen, device=gen.device).tolist()
                 for j, seed in enumerate(seeds):
                     running[g * n + j].generator = torch.Generator(gen.device).manual_seed(seed)
-        for r, completion in zip(running, (c for group in first for c in group)):
-            self._after_turn(r, completion)
-        while live := [r for r in running if not r.done]:
-            turn = replace(params, n=1, max_new_tokens=min(params.max_new_tokens, max(r.left for r in live)))
-            gens = [r.generator for r in live] if generators is not None else None
-            out = self.engine.generate([r.prompt + r.ids for r in live], turn, gens)
-            for r, group in zip(live, out):
+        while True:
+            for r in running:
+                if r.waiting and not r.done:
+                    self._receive(r)
+            if not (live := [r for r in running if not r.done]):
+                break
+            ready = [r for r in live if not r.waiting]
+            if not ready:
+                names = sorted({r.task.config.name for r in live})
+                raise RlvrError(f"Environment '{names[0]}': every live episode waits for a reply that never comes "
+                                "(reply() returned None although no episode can move).")
+            turn = replace(params, n=1, max_new_tokens=min(params.max_new_tokens, max(r.left for r in ready)))
+            gens = [r.generator for r in ready] if generators is not None else None
+            out = self.engine.generate([r.prompt + r.ids for r in ready], turn, gens)
+            for r, group in zip(ready, out):
                 self._after_turn(r, group[0])
         return [self._finish(r) for r in running]
 
@@ -187,11 +206,12 @@ class EpisodeRunner:
         r.anchors.append(r.observation)
         r.append(ids, True, c.logprobs[:kept], c.entropies[:kept] if c.entropies else None)
         r.turns += 1
+        r.last_turn = ids
         text = c.text if kept == len(c.token_ids) else self.tokenizer.decode(ids, skip_special_tokens=True)
         r.messages.append({"role": "assistant", "content": text})
         r.truncated = c.truncated or kept < len(c.token_ids)
         if kept < len(c.token_ids):  # out of budget: the turn is cut, the environment is not asked
-            r.done = True
+            self._end_early(r)
             return
         try:
             with WATCH.waiting(f"the environment of task {r.task.label} (turn {r.turns} of an episode)"):
@@ -200,16 +220,46 @@ class EpisodeRunner:
             raise RlvrError(f"Environment '{r.task.config.name}' failed at turn {r.turns} of an episode of task "
                             f"{r.task.label}: {type(e).__name__}: {e}") from e
         r.turn_rewards.append(float(step.reward or 0.0))
-        if step.done or r.turns >= r.task.config.max_turns:
+        if step.wait and not step.done:
+            r.waiting = True
+            return
+        self._answer(r, step)
+
+    def _receive(self, r: _Running) -> None:
+        """A waiting episode's reply, once the environment has it (Environment.reply)."""
+        try:
+            step = r.env.reply()
+        except Exception as e:
+            raise RlvrError(f"Environment '{r.task.config.name}' failed replying after turn {r.turns} of an episode "
+                            f"of task {r.task.label}: {type(e).__name__}: {e}") from e
+        if step is None:
+            return
+        r.waiting = False
+        if step.reward and r.turn_rewards:
+            r.turn_rewards[-1] += float(step.reward)
+        self._answer(r, step)
+
+    def _answer(self, r: _Running, step: EnvStep) -> None:
+        """Append the environment's reply, or end the episode (the environment ended it, or the turn limit)."""
+        if step.done:
             r.done = True
             return
-        reply = self.renderer.continuation(step.messages, ids)
+        if r.turns >= r.task.config.max_turns:
+            self._end_early(r)
+            return
+        reply = self.renderer.continuation(step.messages, r.last_turn)
         if len(reply) >= r.left:  # no room for the reply and a turn after it
-            r.truncated, r.done = True, True
+            r.truncated = True
+            self._end_early(r)
             return
         r.append(reply, False)
         r.messages += step.messages
         r.observation = anchor_state(step.messages)
+
+    def _end_early(self, r: _Running) -> None:
+        """End an episode the environment did not end (token budget, turn limit); it hears of it (abandon)."""
+        r.done = True
+        r.env.abandon()
 
     def _finish(self, r: _Running) -> Episode:
         outcome = r.env.outcome()
@@ -220,9 +270,9 @@ class EpisodeRunner:
         stepped = r.turn_rewards + [0.0] * (r.turns - len(r.turn_rewards))
         turn_rewards = [weight(t) * x for t, x in enumerate(stepped)]
         metrics = {"turns": float(r.turns), **r.env.metrics()}
-        answer = next(m["content"] for m in reversed(r.messages) if m["role"] == "assistant")
+        answer = next((m["content"] for m in reversed(r.messages) if m["role"] == "assistant"), "")
         return Episode(token_ids=r.ids, text=answer, logprobs=r.logprobs, truncated=r.truncated,
-                       entropies=r.entropies, policy_mask=r.policy,
+                       entropies=r.entropies, policy_mask=r.policy, role=r.env.role,
                        fields={"episode_reward": reward, "episode_success": outcome.success,
                                "episode_metrics": metrics},
                        messages=r.messages, turns=r.turns, reward=reward, success=outcome.success,

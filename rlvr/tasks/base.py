@@ -25,9 +25,24 @@ class Problem:
     answer: str | None = None
     solution: str | None = None  # a reference completion, for SFT
     fields: dict[str, Any] = field(default_factory=dict)
+    # The part the policy plays in this problem (self-play: a proposer or a solver, docs/self_play.md); per-role
+    # metrics, completions and role-aware advantage estimators are keyed by '<task label>/<role>'.
+    role: str | None = None
 
     def reward_fields(self) -> dict[str, Any]:
         return {"answer": self.answer, **self.fields}
+
+
+@dataclass
+class GroupResult:
+    """What a self-play task hears about one of its scored groups (`Task.follow_ups`, `Task.late_rewards`): the
+    problem, each sample's text, total reward and verdict, and the answer its verifier said it judged."""
+
+    problem: Problem
+    texts: list[str]
+    scores: list[float]
+    correct: list[bool]
+    answers: list[str | None]
 
 
 class Task(ABC):
@@ -40,7 +55,11 @@ class Task(ABC):
     runs_untrusted_code = False  # its verifier runs completions in the sandbox (checked at start-up)
 
     label_override: str | None = None  # data.tasks[].label
-    environment: str | None = None  # an environment this task's problems are always played in (a game)
+    # an environment this task's problems are always played in (a game): its name, or its data.tasks[].env mapping
+    environment: str | dict[str, Any] | None = None
+    # Its problems come from the policy's own generations (docs/self_play.md): it holds state that checkpoints
+    # save (`state_dict`), and the synchronous collector asks it for follow-up problems and late rewards each step.
+    self_play = False
 
     @property
     def label(self) -> str:
@@ -73,6 +92,30 @@ class Task(ABC):
     def same_answer(self, a: str, b: str) -> bool:
         """Whether two final answers are one answer (their votes count together). Default: equal text."""
         return a == b
+
+    def follow_ups(self, step: int, groups: list[GroupResult]) -> list[Problem]:
+        """Self-play: problems to generate in the same step, derived from this step's scored groups of this task
+        (a proposer's checked proposals become the solver's problems). Asked again with the follow-ups' own groups
+        until it returns none."""
+        return []
+
+    def late_rewards(self, groups: list[GroupResult]) -> list[list[float] | None]:
+        """Self-play: per group of this step (follow-ups included), rewards known only once the whole step was
+        scored (a proposal's learnability, from the solver's groups on it), added to the samples' totals; None
+        leaves a group as it was scored."""
+        return [None] * len(groups)
+
+    def metrics(self) -> dict[str, float]:
+        """Numbers about the task's own state after a step (a self-play buffer's size), logged under
+        task/<label>/<name>."""
+        return {}
+
+    def state_dict(self) -> dict[str, Any]:
+        """What a checkpoint must keep for a resumed run to draw the same problems (a self-play buffer)."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:  # noqa: B027 (optional hook)
+        """Restore `state_dict()`."""
 
     def corpus(self, n: int = 2000) -> Iterator[str]:
         """Text to train a tiny model's tokenizer on: prompts and solutions of the train split."""

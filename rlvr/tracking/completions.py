@@ -41,7 +41,8 @@ def completion_rows(step: int, groups: list, advantages: torch.Tensor, completio
             reported = scored.reported_answer(i)
             answer = reported[0] if reported else task.final_answer(completion.text)
             rows.append({
-                "step": step, "task": task.label, "uid": problem.uid, "sample": i, "prompt": prompt,
+                "step": step, "task": task.label, "uid": problem.uid, "sample": i,
+                **({"role": role} if (role := completion.role or problem.role) is not None else {}), "prompt": prompt,
                 "completion": completion.text, "reward": float(scored.total[i]),
                 **{f"reward/{name}": float(values[i]) for name, values in scored.per_function.items()},
                 "correct": bool(scored.correct[i]), "advantage": per_sample[g * n + i],

@@ -20,6 +20,7 @@ from rlvr.algorithms import (
 from rlvr.config import AlgorithmConfig
 from rlvr.rollout.base import Completion
 from rlvr.rollout.episodes import Episode
+from rlvr.rollout.self_play import role_key
 from rlvr.training.batch import RolloutBatch
 
 
@@ -63,6 +64,7 @@ def assign_advantages(batch: RolloutBatch, a: AlgorithmConfig, labels: list[str]
     batch.advantages, history = compute_advantages(
         AdvantageInputs(scores=batch.scores, group_ids=batch.group_ids, mask=mask,
                         uids=[f"{labels[m['task']]}/{m['uid']}" for m in batch.metadata],
+                        roles=[role_key(labels[m["task"]], m.get("role")) for m in batch.metadata],
                         token_rewards=token_rewards, history=history,
                         turns=episode_turns(completions, batch) if a.turn_credit and completions else None,
                         step_rewards=steps[0] if steps else None, step_mask=steps[1] if steps else None,

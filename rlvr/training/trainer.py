@@ -203,6 +203,8 @@ class Trainer:
             self.scheduler.load_state_dict(state["scheduler"])
             self.stats.load_state_dict(state["curriculum_stats"])
             self.sampler.load_state_dict(state["sampler"])
+            for task, task_state in zip(self.tasks, state.get("tasks", [])):  # self-play buffers
+                task.load_state_dict(task_state)
             self.advantage_history = state["advantage_history"]
             if self.kl_control is not None:
                 self.kl_control.load_state_dict(state["kl_control"])
@@ -259,7 +261,7 @@ class Trainer:
         self.failures.record(len(step.scored.total), step.scored.failures, step.scored.first_errors)
         self.flat_reward.record(self.step, step.generated)
         self.last_groups = trained = step.trained
-        meta = [{"task": g.source, "uid": g.problem.uid} for g in trained]
+        meta = [{"task": g.source, "uid": g.problem.uid, "role": g.problem.role} for g in trained]
         batch = RolloutBatch.from_completions([g.prompt_ids for g in trained], [g.completions for g in trained],
                                               self.tokenizer.pad_token_id, meta)
         batch.scores = torch.cat([g.scored.total for g in trained]).float()
@@ -409,10 +411,11 @@ class Trainer:
         return metrics
 
     def loop_state(self) -> dict:
-        """What a checkpoint holds besides the model, optimizer and schedule: the sampler, curriculum statistics,
+        """What a checkpoint holds besides the model, optimizer and schedule: the sampler, tasks (self-play buffers), curriculum statistics,
         estimator history, KL controller, non-finite streak and random state, copied (they change during a step)."""
         return copy.deepcopy({
-            "sampler": self.sampler.state_dict(), "curriculum_stats": self.stats.state_dict(),
+            "sampler": self.sampler.state_dict(), "tasks": [task.state_dict() for task in self.tasks],
+            "curriculum_stats": self.stats.state_dict(),
             "advantage_history": self.advantage_history,
             "kl_control": self.kl_control.state_dict() if self.kl_control else None,
             "nonfinite_streak": self.nonfinite.count, "rng": rng_state()})
