@@ -68,6 +68,7 @@ class StepCollector:
     def collect(self, step: int) -> CollectedStep:
         t0 = time.perf_counter()
         self.reward_wait_s = 0.0  # scoring not hidden behind generation
+        self.runner.env_s = 0.0  # environments' share of generation (episodes)
         kept: list[Group] = []
         rejected: list[Group] = []
         rounds_scored: list[Scored] = []
@@ -83,7 +84,7 @@ class StepCollector:
         gen_s = time.perf_counter() - t0
         generated = Scored.concat(rounds_scored)
         metrics = {"perf/gen_tokens_per_s": gen_tokens / max(gen_s, 1e-9), "perf/gen_s": gen_s,
-                   "perf/reward_wait_s": self.reward_wait_s}
+                   "perf/reward_wait_s": self.reward_wait_s, "perf/env_s": self.runner.env_s}
         trained = (kept + rejected)[: self.prompts_per_step]
         if self.filter.regenerates:
             metrics["sampling/rounds"] = rounds

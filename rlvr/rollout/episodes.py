@@ -14,6 +14,7 @@ episode's samples do not depend on which other episodes share the batch.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
@@ -87,6 +88,7 @@ class EpisodeRunner:
         self.engine, self.encode = engine, encode
         self.tokenizer = encode.tokenizer
         self.renderer = ChatRenderer(encode.tokenizer, encode.use_template, encode.system_prompt, encode.template_kwargs)
+        self.env_s = 0.0  # seconds in environments (opening, stepping, rendering replies), summed over calls
 
     def generate(self, work: list[tuple[Task | None, Problem]], params: SamplingParams,
                  generators: list[torch.Generator] | None = None, where: str = "problem",
@@ -142,17 +144,21 @@ class EpisodeRunner:
         """Play `params.n` episodes of each problem to the end; their prompts and finished episodes."""
         n = params.n
         prompts, running = [], []
+        t0 = time.perf_counter()
         for task, problem in work:
             envs, prompt, opening = self._open(task, problem, n, where)
             prompts.append(prompt)
             budget = task.config.max_tokens or task.config.max_turns * params.max_new_tokens
             running += [_Running(env, task, prompt, budget, observation=opening) for env in envs]
+        self.env_s += time.perf_counter() - t0
         try:
             with getattr(self.engine, "session", nullcontext)():  # an engine that keeps caches across turns
                 finished = self._play(running, prompts, params, generators)
         finally:
+            t0 = time.perf_counter()
             for r in running:
                 r.env.close()
+            self.env_s += time.perf_counter() - t0
         return prompts, [finished[g * n : (g + 1) * n] for g in range(len(work))]
 
     def _play(self, running: list[_Running], prompts: list[list[int]], params: SamplingParams,
@@ -167,15 +173,22 @@ class EpisodeRunner:
                 seeds = torch.randint(2**62, (n,), generator=gen, device=gen.device).tolist()
                 for j, seed in enumerate(seeds):
                     running[g * n + j].generator = torch.Generator(gen.device).manual_seed(seed)
+        t0 = time.perf_counter()
         for r, completion in zip(running, (c for group in first for c in group)):
             self._after_turn(r, completion)
+        self.env_s += time.perf_counter() - t0
         while live := [r for r in running if not r.done]:
             turn = replace(params, n=1, max_new_tokens=min(params.max_new_tokens, max(r.left for r in live)))
             gens = [r.generator for r in live] if generators is not None else None
             out = self.engine.generate([r.prompt + r.ids for r in live], turn, gens)
+            t0 = time.perf_counter()
             for r, group in zip(live, out):
                 self._after_turn(r, group[0])
-        return [self._finish(r) for r in running]
+            self.env_s += time.perf_counter() - t0
+        t0 = time.perf_counter()
+        finished = [self._finish(r) for r in running]
+        self.env_s += time.perf_counter() - t0
+        return finished
 
     def _after_turn(self, r: _Running, c: Completion) -> None:
         """Append a sampled turn, let the environment answer, append its reply (or end the episode)."""
