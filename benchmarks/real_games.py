@@ -8,7 +8,7 @@ every token against GiGPO's turn-level credit (docs/results.md, "Feedback a poli
 
 `train` runs `rlvr train recipes/smollm2_<game>.yaml seed=S` (and `algorithm.turn_credit=gigpo` for gigpo), seed
 by seed, and reads, per held-out evaluation (every 10 steps, step 0 the base model): success within the turn budget
-over the sampled games (eval/avg@4) and the greedy ones (eval/accuracy), the mean turns of the successful sampled
+over the sampled games (eval/avg@2) and the greedy ones (eval/accuracy), the mean turns of the successful sampled
 games, and whether later turns use the feedback: for guess-the-number the share of guesses after the first that are
 consistent with every earlier reply (eval/episode/consistent) and the share that repeat an earlier guess; for
 FrozenLake the share of moves that bring the player closer to the goal (eval/episode/closer). The greedy games
@@ -101,7 +101,7 @@ def eval_curve(run_dir: Path, game: str) -> list[dict]:
     for row in read_jsonl(run_dir / "metrics.jsonl"):
         if "eval/accuracy" not in row:
             continue
-        curve.append({"step": row["step"], "sampled": row.get("eval/avg@4"), "greedy": row["eval/accuracy"],
+        curve.append({"step": row["step"], "sampled": row.get("eval/avg@2"), "greedy": row["eval/accuracy"],
                       "turns": row.get(keys["turns"]), "feedback": row.get(keys["feedback"]),
                       "extra": row.get(keys["extra"]), "turns_all": row.get("eval/turns_mean"),
                       **check.get(row["step"], {})})

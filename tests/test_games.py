@@ -4,6 +4,7 @@ episodes) and guess-the-number's feedback measures."""
 from __future__ import annotations
 
 import math
+import time
 
 import pytest
 import torch
@@ -200,3 +201,22 @@ def test_the_real_model_agent_recipes_build_their_episode_tasks(name):
     if name == "smollm2_tool_use":  # the tool is taught by the system prompt alone, with one example call
         assert cfg.data.system_prompt.count("<calculator>") == 2 and cfg.rollout.stop == ["</calculator>"]
         assert env.step("<calculator>12*34</calculator>").messages[0]["content"] == "408"
+
+
+def test_the_runner_counts_the_seconds_spent_in_environments(monkeypatch):
+    from rlvr.envs.frozen_lake import FrozenLakeEnvironment
+
+    task = game("frozen_lake", env={"max_turns": 6, "max_tokens": 300}, size=3)
+    tok = chat_game_tokenizer(task)
+    step = FrozenLakeEnvironment.step
+
+    def slow_step(self, text):
+        time.sleep(0.05)
+        return step(self, text)
+
+    monkeypatch.setattr(FrozenLakeEnvironment, "step", slow_step)
+    runner = EpisodeRunner(ScriptedPolicy(tok, ["Down", "fly", "Right", "Down", "Right"]), PromptEncoder(tok))
+    started = time.perf_counter()
+    runner.play([(task, lake_problem())], SamplingParams(n=2, max_new_tokens=8))
+    # 2 episodes x 5 turns x 50 ms in the environment, and the whole play took longer than that
+    assert 0.5 <= runner.env_s <= time.perf_counter() - started
