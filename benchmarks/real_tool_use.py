@@ -225,22 +225,25 @@ def pct(x: float) -> str:
 
 def summary(args) -> None:
     arms = load_results(Path(args.output))
-    print("| arm | seed | well-formed call: base -> end | call with the operands | exact accuracy (verifier) | "
-          "training episodes with a well-formed call, first 5 -> last 5 steps | minutes |")
-    print("|---|---|---|---|---|---|---|")
+    print("| arm | seed | held-out greedy: well-formed call, base -> end | call with the operands | exact accuracy "
+          "(verifier) | sampled training episodes: well-formed call, step 1 -> last 5 steps | exact | minutes |")
+    print("|---|---|---|---|---|---|---|---|")
     for arm, results in arms.items():
         for r in sorted(results, key=lambda r: r["seed"]):
             first, last = r["eval"][0], r["eval"][-1]
-            early = statistics.mean(p["well_formed"] for p in r["train"][:5])
-            late = statistics.mean(p["well_formed"] for p in r["train"][-5:])
+            sampled = {key: (r["train"][0][key], statistics.mean(p[key] for p in r["train"][-5:]))
+                       for key in ("well_formed", "exact")}
             print(f"| {arm} | {r['seed']} | {pct(first['well_formed'])} -> {pct(last['well_formed'])} | "
                   f"{pct(first['operands'])} -> {pct(last['operands'])} | {pct(first['exact'])} -> {pct(last['exact'])} "
-                  f"({pct(first['verifier'])} -> {pct(last['verifier'])}) | {pct(early)} -> {pct(late)} | "
+                  f"({pct(first['verifier'])} -> {pct(last['verifier'])}) | {pct(sampled['well_formed'][0])} -> "
+                  f"{pct(sampled['well_formed'][1])} | {pct(sampled['exact'][0])} -> {pct(sampled['exact'][1])} | "
                   f"{r['wall_seconds'] / 60:.0f} |")
         means = {key: statistics.mean(r["eval"][-1][key] for r in results) for key in ("well_formed", "operands",
                                                                                          "exact", "verifier")}
+        late = {key: statistics.mean(statistics.mean(p[key] for p in r["train"][-5:]) for r in results)
+                for key in ("well_formed", "exact")}
         print(f"| {arm} | mean | {pct(means['well_formed'])} | {pct(means['operands'])} | {pct(means['exact'])} "
-              f"({pct(means['verifier'])}) | | |")
+              f"({pct(means['verifier'])}) | {pct(late['well_formed'])} | {pct(late['exact'])} | |")
     if args.plot:
         plot(arms, Path(args.plot))
 
@@ -262,11 +265,13 @@ def plot(arms: dict[str, list[dict]], path: Path) -> None:
                         marker="o", alpha=0.8, label=f"{arm}" if r is results[0] else None)
             steps = [p["step"] for p in r["train"]]
             axes[3].plot(steps, [100 * p["well_formed"] for p in r["train"]], color=colors.get(arm), alpha=0.6,
-                         label=f"{arm}" if r is results[0] else None)
+                         label=f"{arm}: well-formed call" if r is results[0] else None)
+            axes[3].plot(steps, [100 * p["exact"] for p in r["train"]], color=colors.get(arm), alpha=0.6,
+                         linestyle="--", label=f"{arm}: exact" if r is results[0] else None)
     for ax, (_, title) in zip(axes, keys):
         ax.set_title(f"held-out greedy: {title}")
         ax.set_xlabel("GRPO step")
-    axes[3].set_title("training episodes: well-formed call")
+    axes[3].set_title("sampled training episodes")
     axes[3].set_xlabel("GRPO step")
     for ax in axes:
         ax.set_ylim(-3, 103)
