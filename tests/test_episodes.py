@@ -347,6 +347,7 @@ def test_an_environment_task_trains_through_the_trainer(fast_config):
     env_tokens = (batch.attention_mask[:, -batch.completion_width :] > 0) & (batch.completion_mask == 0)
     assert env_tokens.any() and (batch.loss_mask[env_tokens] == 0).all()
     assert metrics["reward/verifier/turns"] > 1 and "reward/verifier/second_attempt_success" in metrics
+    assert 0 < metrics["perf/env_s"] < metrics["perf/gen_s"]  # the environments' share of collecting the step
     assert math.isfinite(trainer.update(batch)["actor/loss"])
     trainer.pool.close()
 

@@ -93,5 +93,9 @@ def test_conversations_and_episodes_render_as_role_labelled_turns(tmp_path):
     assert page.count('<span class="role">system</span><pre>Be brief.</pre>') == 1  # once per group
     assert '<span class="role">user</span><pre>Is 2 &lt; 3? &lt;b&gt;yes&lt;/b&gt;</pre>' in page
     episode = page.split('<tr class="ok"><td>1</td>')[1].split("</tr>")[0]
-    assert episode.count('<span class="role">assistant</span>') == 2
-    assert '<span class="role">user</span><pre>Try again.</pre>' in episode
+    # An episode's turns say whose tokens they are: the policy's assistant turns, the environment's replies.
+    assert episode.count('<div class="turn assistant policy"><span class="role">assistant</span>'
+                         '<span class="source">policy</span>') == 2
+    assert ('<div class="turn user env"><span class="role">user</span><span class="source">environment</span>'
+            '<pre>Try again.</pre>') in episode
+    assert "never in the loss" in page and '<span class="source">' not in page.split("<table")[0]

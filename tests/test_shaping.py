@@ -91,3 +91,26 @@ def test_group_length_reward_among_correct_ranks_only_the_correct_answers():
     # bounds from the correct answers (20 and 40); wrong answers get nothing whatever their length
     assert kimi([0, 1, 1, 1, 0], [5, 20, 30, 40, 90], among="correct") == pytest.approx([0.0, 0.5, 0.0, -0.5, 0.0])
     assert kimi([0, 0], [5, 90], among="correct") == [0.0, 0.0]
+
+
+def test_tool_call_reward_pays_an_episode_whose_every_call_worked():
+    from rlvr.config import EnvConfig
+    from rlvr.envs.task import EnvTask
+    from rlvr.rewards.shaping import tool_call_reward
+    from rlvr.tasks import make_task
+
+    task = EnvTask(make_task("arithmetic", 0, {"max_operand": 9, "operators": "*"}),
+                   EnvConfig(name="tools", args={"tools": ["calculator"], "call_format": "tags"}))
+
+    def played(*turns: str) -> dict:
+        env = task.make_env(task.problem("train", 0))
+        for turn in turns:
+            env.step(turn)
+        return env.metrics()
+
+    assert tool_call_reward("", "6", episode_metrics=played("<calculator>2*3</calculator>", "6")) == 1.0
+    assert tool_call_reward("", "6", episode_metrics=played("6")) == 0.0  # answered without a call
+    broken = played("<calculator>2*3</calculator>", "<calculator>two times</calculator>", "6")
+    assert broken["tool_calls"] == 2 and tool_call_reward("", "6", episode_metrics=broken) == 0.0  # one call failed
+    with pytest.raises(ValueError, match="episodes of the `tools` environment"):
+        tool_call_reward("", "6", episode_metrics={"attempts": 1})

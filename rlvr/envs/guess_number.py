@@ -29,15 +29,18 @@ class GuessNumberTask(Task):
     verifier = "rlvr.envs.guess_number:score"
     environment = "guess_number"
 
-    def __init__(self, seed: int = 0, high: int = 100, eval_size: int = 100):
-        self.seed, self.high, self.eval_size = seed, high, eval_size
+    def __init__(self, seed: int = 0, high: int = 100, eval_size: int = 100,
+                 prompt: str = "Guess my number from 1 to {high}."):
+        if "{high}" not in prompt:
+            raise TypeError(f"prompt must name the range with {{high}}, got {prompt!r}")
+        self.seed, self.high, self.eval_size, self.prompt = seed, high, eval_size, prompt
 
     def size(self, split: str) -> int | None:
         return self.eval_size if split == "eval" else None
 
     def problem(self, split: str, index: int) -> Problem:
         secret = random.Random(f"{self.seed if split == 'train' else 'eval'}-{split}-{index}").randint(1, self.high)
-        return Problem(uid=f"{split}-{index}", prompt=f"Guess my number from 1 to {self.high}.", answer=str(secret))
+        return Problem(uid=f"{split}-{index}", prompt=self.prompt.format(high=self.high), answer=str(secret))
 
     def final_answer(self, completion: str) -> str | None:
         value = first_number(completion)
@@ -55,12 +58,14 @@ class GuessNumberEnvironment(Environment):
         super().__init__(problem, task)
         self.secret, self.guesses = int(problem.answer), 0
         self.found = False
+        self.numbers: list[int] = []  # the guesses that named a number, in order
 
     def step(self, text: str) -> EnvStep:
         guess = first_number(text)
         self.guesses += 1
         if guess is None:
             return EnvStep([{"role": "user", "content": "Reply with a number."}])
+        self.numbers.append(guess)
         if guess == self.secret:
             self.found = True
             return EnvStep(done=True)
@@ -70,4 +75,16 @@ class GuessNumberEnvironment(Environment):
         return Outcome(float(self.found), self.found)
 
     def metrics(self) -> dict[str, float]:
-        return {"guesses": self.guesses}
+        """guesses (turns); `consistent`: the share of guesses after the first that agree with every earlier reply
+        (above each guess answered 'higher', below each answered 'lower': a guess that uses the feedback); `repeated`:
+        the share that restate an earlier guess; `guesses_to_success` (NaN unless found). NaN where an episode has
+        no later guess, so each mean is over the episodes it applies to."""
+        nan = float("nan")
+        later = range(1, len(self.numbers))
+        consistent = [all(g > e if e < self.secret else g < e for e in self.numbers[:i])
+                      for i, g in zip(later, self.numbers[1:])]
+        repeated = [g in self.numbers[:i] for i, g in zip(later, self.numbers[1:])]
+        return {"guesses": self.guesses,
+                "consistent": sum(consistent) / len(consistent) if consistent else nan,
+                "repeated": sum(repeated) / len(repeated) if repeated else nan,
+                "guesses_to_success": float(self.guesses) if self.found else nan}

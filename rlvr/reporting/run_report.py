@@ -168,8 +168,10 @@ def _cut(text: str) -> str:
     return html.escape(text[:COMPLETION_CHARS]) + (" [...]" if len(text) > COMPLETION_CHARS else "")
 
 
-def conversation_html(messages: list) -> str:
-    """A list of {role, content} messages as role-labelled turns (a conversational prompt, an episode's turns)."""
+def conversation_html(messages: list, episode: bool = False) -> str:
+    """A list of {role, content} messages as role-labelled turns (a conversational prompt, an episode's turns). In
+    an `episode`, each turn also says whose tokens it holds: the policy's (assistant turns, trained on) or the
+    environment's (tool results, feedback, a game's replies: in the sequence, never in the loss)."""
     parts = []
     for m in messages:
         role = str(m.get("role", "?")) if isinstance(m, dict) else "?"
@@ -177,8 +179,13 @@ def conversation_html(messages: list) -> str:
         text = content if isinstance(content, str) else content_text(content) if isinstance(content, list) and \
             all(isinstance(c, dict) for c in content) else json.dumps(content, ensure_ascii=False)
         kind = role if role in ("system", "user", "assistant", "tool") else "other"
-        parts.append(f'<div class="turn {kind}"><span class="role">{html.escape(role)}</span><pre>{_cut(text)}</pre>'
-                     "</div>")
+        source = ""
+        if episode:
+            source = "policy" if role == "assistant" else "env"
+            kind += f" {source}"
+            source = f'<span class="source">{"policy" if source == "policy" else "environment"}</span>'
+        parts.append(f'<div class="turn {kind}"><span class="role">{html.escape(role)}</span>{source}'
+                     f"<pre>{_cut(text)}</pre></div>")
     return "".join(parts)
 
 
@@ -199,7 +206,11 @@ def completions_section(rows: list[dict]) -> str:
         return "<p>No completions logged (tracking.log_completions_every=0, or the run has not reached one).</p>"
     steps = sorted({r["step"] for r in rows})[-COMPLETION_STEPS:]
     parts = [f"<p>{len(rows)} completions logged over {len({r['step'] for r in rows})} steps "
-             f"(completions.jsonl); the latest {len(steps)} steps below, newest first.</p>"]
+             f"(completions.jsonl); the latest {len(steps)} steps below, newest first."
+             + (" An episode shows its turns after the prompt: <span class='legend policy'>policy</span> turns are the "
+                "tokens the model sampled and is trained on; <span class='legend env'>environment</span> turns (tool "
+                "results, feedback, a game's replies) are in the sequence but never in the loss."
+                if any(r.get("messages") for r in rows) else "") + "</p>"]
     for step in reversed(steps):
         mine = [r for r in rows if r["step"] == step]
         parts.append(f"<h3>Step {step}</h3>")
@@ -216,7 +227,7 @@ def completions_section(rows: list[dict]) -> str:
                          "<th>answer scored</th></tr>")
             for r in group:
                 messages = r.get("messages")
-                shown = conversation_html(messages) if isinstance(messages, list) and messages else \
+                shown = conversation_html(messages, episode=True) if isinstance(messages, list) and messages else \
                     f"<pre>{_cut(r.get('completion') or '')}</pre>"
                 scores = "<br>".join(f"{html.escape(k.removeprefix('reward/'))} {_fmt(v)}" for k, v in r.items()
                                      if k.startswith("reward/"))
@@ -293,6 +304,9 @@ pre { white-space: pre-wrap; word-break: break-word; margin: 0; font-size: 12px;
 .turn pre { flex: 1; }
 .turn.system .role { color: #8a6d00; } .turn.user .role { color: #1f5fa8; } .turn.assistant .role { color: #2a7d3a; }
 .turn.tool .role { color: #7a3fa0; }
+.turn .source { flex: 0 0 76px; font-size: 10px; color: #888; padding-top: 2px; }
+.turn.env pre, .legend.env { background: #f1ecf8; border-left: 3px solid #a58cc9; padding-left: 4px; }
+.turn.policy pre, .legend.policy { background: #eef7ef; border-left: 3px solid #2a9d3f; padding-left: 4px; }
 table.samples { border-collapse: collapse; width: 100%; font-size: 12px; }
 table.samples th, table.samples td { border-top: 1px solid #eee; padding: 4px 6px; text-align: left;
   vertical-align: top; }

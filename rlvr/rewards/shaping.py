@@ -120,3 +120,17 @@ def group_length_reward(prompts: list[str], completions: list[str], verifier_sco
         lam = 0.5 - (n - low) / span
         rewards.append(lam if ok else (min(0.0, lam) if among == "all" else 0.0))
     return rewards
+
+
+def tool_call_reward(prompt: str, completion: str, episode_metrics: dict[str, float] | None = None, **_: object
+                     ) -> float:
+    """1.0 when the episode called a tool and every call was well formed (parsed, a known tool with known arguments,
+    answered without an error), else 0.0: a format reward for tool use, the kind ToolRL (Qian et al. 2025, "ToolRL:
+    Reward is All Tool Learning Needs") adds to the answer's correctness. It reads the `tools` environment's episode
+    metrics (tool_calls, tool_errors); a sample that is not an episode of a tool environment is refused with an
+    error rather than scored 0.
+        r_call = 1[tool_calls > 0 and tool_errors = 0]"""
+    if episode_metrics is None or "tool_calls" not in episode_metrics:
+        raise ValueError("tool_call_reward scores episodes of the `tools` environment (data.tasks[].env.name: tools); "
+                         "this sample has no tool-call metrics")
+    return float(episode_metrics["tool_calls"] > 0 and episode_metrics["tool_errors"] == 0)

@@ -81,6 +81,7 @@ class StepCollector:
     def collect(self, step: int) -> CollectedStep:
         t0 = time.perf_counter()
         self.reward_wait_s = 0.0  # scoring not hidden behind generation
+        self.runner.env_s = 0.0  # environments' share of generation (episodes)
         kept: list[Group] = []
         rejected: list[Group] = []
         rounds_scored: list[Scored] = []
@@ -107,7 +108,7 @@ class StepCollector:
         generated = with_failures(Scored.concat(rounds_scored + [g.scored for g in follow]), hinted_scored).with_totals(
             torch.cat([g.scored.total for g in generated_groups]))
         metrics = {"perf/gen_tokens_per_s": gen_tokens / max(gen_s, 1e-9), "perf/gen_s": gen_s,
-                   "perf/reward_wait_s": self.reward_wait_s,
+                   "perf/reward_wait_s": self.reward_wait_s, "perf/env_s": self.runner.env_s,
                    # tokens the engine decoded per sample: fewer than their length with tree rollouts' shared prefixes
                    "rollout/decoded_tokens_per_completion": sum(c.decoded for g in generated_groups for c in
                                                                 g.completions) / max(len(generated.total), 1),

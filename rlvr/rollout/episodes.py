@@ -14,6 +14,7 @@ episode's samples do not depend on which other episodes share the batch.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
@@ -90,6 +91,7 @@ class EpisodeRunner:
         self.engine, self.encode = engine, encode
         self.tokenizer = encode.tokenizer
         self.renderer = ChatRenderer(encode.tokenizer, encode.use_template, encode.system_prompt, encode.template_kwargs)
+        self.env_s = 0.0  # seconds in environments (opening, stepping, rendering replies), summed over calls
 
     def generate(self, work: list[tuple[Task | None, Problem]], params: SamplingParams,
                  generators: list[torch.Generator] | None = None, where: str = "problem",
@@ -145,18 +147,22 @@ class EpisodeRunner:
         """Play `params.n` episodes of each problem to the end; their prompts and finished episodes."""
         n = params.n
         prompts, running = [], []
+        t0 = time.perf_counter()
         for task, problem in work:
             envs, prompt, opening = self._open(task, problem, n, where)
             prompts.append(prompt)
             budget = task.config.max_tokens or task.config.max_turns * params.max_new_tokens
             running += [_Running(env, task, prompt, budget, observation=opening, waiting=env.starts_waiting)
                         for env in envs]
+        self.env_s += time.perf_counter() - t0
         try:
             with getattr(self.engine, "session", nullcontext)():  # an engine that keeps caches across turns
                 finished = self._play(running, prompts, params, generators)
         finally:
+            t0 = time.perf_counter()
             for r in running:
                 r.env.close()
+            self.env_s += time.perf_counter() - t0
         return prompts, [finished[g * n : (g + 1) * n] for g in range(len(work))]
 
     def _play(self, running: list[_Running], prompts: list[list[int]], params: SamplingParams,
@@ -172,18 +178,22 @@ class EpisodeRunner:
                                          replace(params, max_new_tokens=min(params.max_new_tokens, longest),
                                                  tree=None),  # tree rollouts are for single completions
                                          [generators[g] for g in starting] if generators is not None else None)
+            t0 = time.perf_counter()
             for g, group in zip(starting, first):
                 for j, completion in enumerate(group):
                     self._after_turn(running[g * n + j], completion)
+            self.env_s += time.perf_counter() - t0
         if generators is not None:  # each episode's own stream for later turns, drawn from its group's
             for g, gen in enumerate(generators):
                 seeds = torch.randint(2**62, (n,), generator=gen, device=gen.device).tolist()
                 for j, seed in enumerate(seeds):
                     running[g * n + j].generator = torch.Generator(gen.device).manual_seed(seed)
         while True:
+            t0 = time.perf_counter()
             for r in running:
                 if r.waiting and not r.done:
                     self._receive(r)
+            self.env_s += time.perf_counter() - t0
             if not (live := [r for r in running if not r.done]):
                 break
             ready = [r for r in live if not r.waiting]
@@ -194,9 +204,14 @@ class EpisodeRunner:
             turn = replace(params, n=1, max_new_tokens=min(params.max_new_tokens, max(r.left for r in ready)))
             gens = [r.generator for r in ready] if generators is not None else None
             out = self.engine.generate([r.prompt + r.ids for r in ready], turn, gens)
+            t0 = time.perf_counter()
             for r, group in zip(ready, out):
                 self._after_turn(r, group[0])
-        return [self._finish(r) for r in running]
+            self.env_s += time.perf_counter() - t0
+        t0 = time.perf_counter()
+        finished = [self._finish(r) for r in running]
+        self.env_s += time.perf_counter() - t0
+        return finished
 
     def _after_turn(self, r: _Running, c: Completion) -> None:
         """Append a sampled turn, let the environment answer, append its reply (or end the episode)."""

@@ -1,0 +1,287 @@
+"""Feedback a policy learns to use: SmolLM2-135M-Instruct plays games whose replies carry the information
+(guess-the-number's "higher"/"lower", FrozenLake's grid after each move), trained by GRPO with the episode reward on
+every token against GiGPO's turn-level credit (docs/results.md, "Feedback a policy learns to use").
+
+    python benchmarks/real_games.py samples --game guess_number [--problems 16] [--samples 8]
+    python benchmarks/real_games.py train --game guess_number --credits episode gigpo --seeds 0 1 2
+    python benchmarks/real_games.py summary --game guess_number [--plot docs/img/real_guess_number.png]
+
+`train` runs `rlvr train recipes/smollm2_<game>.yaml seed=S` (and `algorithm.turn_credit=gigpo` for gigpo), seed
+by seed, and reads, per held-out evaluation (every 10 steps, step 0 the base model): success within the turn budget
+over the sampled games (eval/avg@2) and the greedy ones (eval/accuracy), the mean turns of the successful sampled
+games, and whether later turns use the feedback: for guess-the-number the share of guesses after the first that are
+consistent with every earlier reply (eval/episode/consistent) and the share that repeat an earlier guess; for
+FrozenLake the share of moves that bring the player closer to the goal (eval/episode/closer). The greedy games
+(eval_completions.jsonl) are also replayed here by a check written apart from the environment (the secret named by
+some turn's first integer; the walk of each turn's first move word over the map), which must agree with the run's
+own verdicts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from real_model import ROOT, commit, load_average, rlvr_command, run
+
+from rlvr.tracking.jsonl import read_jsonl
+
+GAMES = {
+    "guess_number": {"turns": "eval/episode/guesses_to_success", "feedback": "eval/episode/consistent",
+                     "extra": "eval/episode/repeated", "feedback_name": "guesses consistent with every reply",
+                     "extra_name": "guesses repeated"},
+    "frozen_lake": {"turns": "eval/episode/moves_to_success", "feedback": "eval/episode/closer",
+                    "extra": "eval/episode/fell", "feedback_name": "moves closer to the goal",
+                    "extra_name": "walks into a hole"},
+}
+CREDITS = {"episode": [], "gigpo": ["algorithm.turn_credit=gigpo"]}
+
+
+def recipe(game: str) -> Path:
+    return ROOT / "recipes" / f"smollm2_{game}.yaml"
+
+
+# ---------------------------------------------------------------------------------------------------- exact check
+
+
+def guess_solved(messages: list[dict], secret: str) -> bool:
+    """Some assistant turn's first integer is the secret (the game's rule, read apart from its environment)."""
+    for m in messages:
+        if m["role"] == "assistant":
+            found = re.search(r"-?\d+", m["content"])
+            if found and found.group() == str(secret).strip():
+                return True
+    return False
+
+
+def lake_solved(messages: list[dict], lake: str) -> bool:
+    """Walking each assistant turn's first move word over the map reaches G before any hole (off-grid moves stay)."""
+    rows = lake.split("/")
+    r, c = next((i, row.index("S")) for i, row in enumerate(rows) if "S" in row)
+    steps = {"up": (-1, 0), "down": (1, 0), "left": (0, -1), "right": (0, 1)}
+    for m in messages:
+        if m["role"] != "assistant":
+            continue
+        found = re.search(r"\b(up|down|left|right)\b", m["content"], re.IGNORECASE)
+        if not found:
+            continue
+        dr, dc = steps[found.group().lower()]
+        if 0 <= r + dr < len(rows) and 0 <= c + dc < len(rows[0]):
+            r, c = r + dr, c + dc
+        if rows[r][c] in "HG":
+            return rows[r][c] == "G"
+    return False
+
+
+SOLVED = {"guess_number": guess_solved, "frozen_lake": lake_solved}
+
+
+def greedy_check(run_dir: Path, game: str) -> dict[int, dict[str, float]]:
+    """Per evaluation step: the exact check's success over the greedy games and its disagreements with the run."""
+    by_step: dict[int, dict[str, dict]] = {}
+    for row in read_jsonl(run_dir / "eval_completions.jsonl"):
+        by_step.setdefault(row["step"], {})[row["uid"]] = row
+    out = {}
+    for step, rows in by_step.items():
+        solved = [SOLVED[game](r.get("messages") or [], r["reference"]) for r in rows.values()]
+        out[step] = {"exact": sum(solved) / len(solved),
+                     "disagree": sum(s != bool(r["correct"]) for s, r in zip(solved, rows.values()))}
+    return out
+
+
+def eval_curve(run_dir: Path, game: str) -> list[dict]:
+    keys = GAMES[game]
+    check = greedy_check(run_dir, game)
+    curve = []
+    for row in read_jsonl(run_dir / "metrics.jsonl"):
+        if "eval/accuracy" not in row:
+            continue
+        curve.append({"step": row["step"], "sampled": row.get("eval/avg@2"), "greedy": row["eval/accuracy"],
+                      "turns": row.get(keys["turns"]), "feedback": row.get(keys["feedback"]),
+                      "extra": row.get(keys["extra"]), "turns_all": row.get("eval/turns_mean"),
+                      **check.get(row["step"], {})})
+    return curve
+
+
+# ---------------------------------------------------------------------------------------------------- commands
+
+
+def samples(args) -> None:
+    """The base model's sampled games on held-out problems, with the recipe's prompt, sampling and environment."""
+    import torch
+
+    from rlvr.config import load_config
+    from rlvr.envs import make_tasks
+    from rlvr.models.loading import load_model, load_tokenizer
+    from rlvr.models.prompts import PromptEncoder
+    from rlvr.rollout import SamplingParams, make_engine
+    from rlvr.rollout.episodes import EpisodeRunner
+
+    torch.set_num_threads(1)
+    cfg = load_config(recipe(args.game), args.set)
+    task = make_tasks(cfg.data.tasks, cfg.seed)[0]
+    tokenizer = load_tokenizer(cfg.model.name)
+    model = load_model(cfg.model).eval()
+    encode = PromptEncoder(tokenizer, cfg.model.chat_template, cfg.data.system_prompt, cfg.data.max_prompt_tokens)
+    runner = EpisodeRunner(make_engine("static", model, tokenizer, cfg.rollout.batch_size), encode)
+    work = [(task, task.problem("eval", i)) for i in range(args.problems)]
+    params = SamplingParams(n=args.samples, temperature=cfg.rollout.temperature,
+                            max_new_tokens=cfg.rollout.max_new_tokens, stop=cfg.rollout.stop)
+    t0 = time.perf_counter()
+    with torch.no_grad():
+        _, groups = runner.generate(work, params, [torch.Generator().manual_seed(i) for i in range(len(work))])
+    seconds = time.perf_counter() - t0
+    episodes = [(p, e) for (_, p), group in zip(work, groups) for e in group]
+    metrics: dict[str, list[float]] = {}
+    for _, e in episodes:
+        for name, value in e.fields["episode_metrics"].items():
+            if value == value:  # NaN: outside the metric's population
+                metrics.setdefault(name, []).append(value)
+    out = Path(args.output)
+    out.mkdir(parents=True, exist_ok=True)
+    with (out / f"{args.game}_base_samples.jsonl").open("w") as f:
+        for p, e in episodes:
+            f.write(json.dumps({"prompt": p.prompt, "reference": p.answer, "messages": e.messages,
+                                "success": e.success, "metrics": e.fields["episode_metrics"]}) + "\n")
+    print(f"base model, {len(episodes)} sampled games in {seconds:.0f} s: success "
+          f"{100 * statistics.mean(e.success for _, e in episodes):.1f}%")
+    for name, values in metrics.items():
+        print(f"  {name}: {statistics.mean(values):.3f} over {len(values)} games")
+    for p, e in episodes[: 3 * args.samples : args.samples]:
+        print(f"--- secret/map {p.answer}: " + " | ".join(m["content"].replace("\n", " ")[:40] for m in e.messages))
+
+
+def train(args) -> None:
+    for seed in args.seeds:
+        for credit in args.credits:
+            out = Path(args.output) / args.game / credit
+            out.mkdir(parents=True, exist_ok=True)
+            run_dir = out / f"seed{seed}"
+            load, t0 = load_average(), time.perf_counter()
+            run(rlvr_command("train", str(recipe(args.game)), f"seed={seed}", f"tracking.output_dir={run_dir}",
+                             *CREDITS[credit], *([f"steps={args.steps}"] if args.steps else []), *args.set),
+                out / f"seed{seed}.log")
+            result = {"game": args.game, "credit": credit, "seed": seed, "commit": commit(),
+                      "wall_seconds": time.perf_counter() - t0, "load_before": load, "load_after": load_average(),
+                      "eval": eval_curve(run_dir, args.game)}
+            (out / f"seed{seed}.json").write_text(json.dumps(result, indent=2))
+            print(f"{args.game} {credit} seed {seed}: {result['wall_seconds'] / 60:.1f} min (load {load} -> "
+                  f"{load_average()})")
+            for p in result["eval"]:
+                print(f"  step {p['step']:>3}: success sampled {fmt(p['sampled'])} greedy {fmt(p['greedy'])} (exact "
+                      f"{fmt(p.get('exact'))}, {p.get('disagree')} disagree)  turns to success {num(p['turns'])}  "
+                      f"{GAMES[args.game]['feedback_name']} {fmt(p['feedback'])}", flush=True)
+
+
+def fmt(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def num(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
+def end(curve: list[dict], key: str) -> float | None:
+    """The mean of the last two evaluations (steps 30 and 40 for the recipes): less noisy than the last alone."""
+    values = [p[key] for p in curve[-2:] if p.get(key) is not None]
+    return statistics.mean(values) if values else None
+
+
+def summary(args) -> None:
+    root = Path(args.output) / args.game
+    results = [json.loads(p.read_text()) for p in sorted(root.glob("*/seed*.json"))]
+    if not results:
+        raise SystemExit(f"no results under {root} (run `train` first)")
+    keys = GAMES[args.game]
+    print(f"| credit | seed | success, sampled: base -> end | greedy (exact check) | turns to success | "
+          f"{keys['feedback_name']} | {keys['extra_name']} | minutes |")
+    print("|---|---|---|---|---|---|---|---|")
+    credits = list(dict.fromkeys(r["credit"] for r in sorted(results, key=lambda r: list(CREDITS).index(r["credit"]))))
+    for credit in credits:
+        mine = sorted((r for r in results if r["credit"] == credit), key=lambda r: r["seed"])
+        for r in mine:
+            c = r["eval"]
+            print(f"| {credit} | {r['seed']} | {fmt(c[0]['sampled'])} -> {fmt(end(c, 'sampled'))} | "
+                  f"{fmt(c[0]['greedy'])} -> {fmt(end(c, 'greedy'))} ({fmt(c[0].get('exact'))} -> "
+                  f"{fmt(end(c, 'exact'))}) | {num(c[0]['turns'])} -> {num(end(c, 'turns'))} | "
+                  f"{fmt(c[0]['feedback'])} -> {fmt(end(c, 'feedback'))} | {fmt(c[0]['extra'])} -> "
+                  f"{fmt(end(c, 'extra'))} | {r['wall_seconds'] / 60:.0f} |")
+
+        def mean_end(key: str, mine: list[dict] = mine) -> float | None:
+            values = [end(r["eval"], key) for r in mine if end(r["eval"], key) is not None]
+            return statistics.mean(values) if values else None
+
+        print(f"| {credit} | mean | {fmt(mean_end('sampled'))} | {fmt(mean_end('greedy'))} ({fmt(mean_end('exact'))})"
+              f" | {num(mean_end('turns'))} | {fmt(mean_end('feedback'))} | {fmt(mean_end('extra'))} | |")
+    disagreements = sum(p.get("disagree", 0) for r in results for p in r["eval"])
+    print(f"greedy games where the exact check and the run's verdict disagree: {disagreements}")
+    if args.plot:
+        plot(results, args.game, Path(args.plot))
+
+
+def plot(results: list[dict], game: str, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    keys = GAMES[game]
+    panels = (("sampled", "success within the turn budget\n(sampled held-out games)", 100),
+              ("turns", "turns to success", 1), ("feedback", keys["feedback_name"], 100))
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4))
+    colors = {"episode": "tab:blue", "gigpo": "tab:orange"}
+    for credit in dict.fromkeys(r["credit"] for r in results):
+        mine = [r for r in results if r["credit"] == credit]
+        for ax, (key, title, scale) in zip(axes, panels):
+            for r in mine:
+                points = [(p["step"], scale * p[key]) for p in r["eval"] if p.get(key) is not None]
+                ax.plot(*zip(*points), color=colors[credit], alpha=0.35, linewidth=1)
+            steps = sorted({p["step"] for r in mine for p in r["eval"]})
+            means = [statistics.mean(scale * p[key] for r in mine for p in r["eval"]
+                                     if p["step"] == s and p.get(key) is not None) for s in steps]
+            ax.plot(steps, means, color=colors[credit], marker="o", linewidth=2,
+                    label=f"{credit if credit != 'episode' else 'episode reward (GRPO)'}, mean of {len(mine)} seeds")
+            ax.set_title(title)
+            ax.set_xlabel("GRPO step")
+            ax.grid(alpha=0.3)
+    axes[0].set_ylabel("%")
+    axes[2].set_ylabel("%")
+    axes[0].legend(fontsize=8)
+    fig.suptitle(f"SmolLM2-135M-Instruct, {game.replace('_', ' ')}: episode reward vs GiGPO (thin: seeds)")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    print(f"wrote {path}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("samples")
+    s.add_argument("--game", choices=list(GAMES), required=True)
+    s.add_argument("--problems", type=int, default=16)
+    s.add_argument("--samples", type=int, default=8)
+    s.add_argument("--output", default="runs/real_games")
+    s.add_argument("--set", nargs="*", default=[], help="recipe overrides")
+    t = sub.add_parser("train")
+    t.add_argument("--game", choices=list(GAMES), required=True)
+    t.add_argument("--credits", nargs="+", choices=list(CREDITS), default=list(CREDITS))
+    t.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    t.add_argument("--steps", type=int, default=None)
+    t.add_argument("--output", default="runs/real_games")
+    t.add_argument("--set", nargs="*", default=[], help="more recipe overrides")
+    m = sub.add_parser("summary")
+    m.add_argument("--game", choices=list(GAMES), required=True)
+    m.add_argument("--output", default="runs/real_games")
+    m.add_argument("--plot", default=None)
+    args = parser.parse_args()
+    {"samples": samples, "train": train, "summary": summary}[args.command](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
