@@ -411,8 +411,9 @@ class Trainer:
         return metrics
 
     def loop_state(self) -> dict:
-        """What a checkpoint holds besides the model, optimizer and schedule: the sampler, tasks (self-play buffers), curriculum statistics,
-        estimator history, KL controller, non-finite streak and random state, copied (they change during a step)."""
+        """What a checkpoint holds besides the model, optimizer and schedule: the sampler, the tasks' own state
+        (self-play buffers), curriculum statistics, estimator history, KL controller, non-finite streak and random
+        state, copied (they change during a step)."""
         return copy.deepcopy({
             "sampler": self.sampler.state_dict(), "tasks": [task.state_dict() for task in self.tasks],
             "curriculum_stats": self.stats.state_dict(),
