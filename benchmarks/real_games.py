@@ -27,7 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-from real_model import ROOT, commit, load_average, rlvr_command, run
+from real_model import ROOT, commit, load_average, rlvr_command, run, sample_episodes
 
 from rlvr.tracking.jsonl import read_jsonl
 
@@ -113,30 +113,7 @@ def eval_curve(run_dir: Path, game: str) -> list[dict]:
 
 def samples(args) -> None:
     """The base model's sampled games on held-out problems, with the recipe's prompt, sampling and environment."""
-    import torch
-
-    from rlvr.config import load_config
-    from rlvr.envs import make_tasks
-    from rlvr.models.loading import load_model, load_tokenizer
-    from rlvr.models.prompts import PromptEncoder
-    from rlvr.rollout import SamplingParams, make_engine
-    from rlvr.rollout.episodes import EpisodeRunner
-
-    torch.set_num_threads(1)
-    cfg = load_config(recipe(args.game), args.set)
-    task = make_tasks(cfg.data.tasks, cfg.seed)[0]
-    tokenizer = load_tokenizer(cfg.model.name)
-    model = load_model(cfg.model).eval()
-    encode = PromptEncoder(tokenizer, cfg.model.chat_template, cfg.data.system_prompt, cfg.data.max_prompt_tokens)
-    runner = EpisodeRunner(make_engine("static", model, tokenizer, cfg.rollout.batch_size), encode)
-    work = [(task, task.problem("eval", i)) for i in range(args.problems)]
-    params = SamplingParams(n=args.samples, temperature=cfg.rollout.temperature,
-                            max_new_tokens=cfg.rollout.max_new_tokens, stop=cfg.rollout.stop)
-    t0 = time.perf_counter()
-    with torch.no_grad():
-        _, groups = runner.generate(work, params, [torch.Generator().manual_seed(i) for i in range(len(work))])
-    seconds = time.perf_counter() - t0
-    episodes = [(p, e) for (_, p), group in zip(work, groups) for e in group]
+    episodes, _, seconds = sample_episodes(recipe(args.game), args.set, args.problems, args.samples)
     metrics: dict[str, list[float]] = {}
     for _, e in episodes:
         for name, value in e.fields["episode_metrics"].items():

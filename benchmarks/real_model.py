@@ -89,6 +89,36 @@ def rlvr_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "rlvr", *args]
 
 
+def sample_episodes(recipe: Path, overrides: list[str], problems: int, samples: int) -> tuple[list, float, float]:
+    """The base model's episodes on a recipe's first `problems` held-out problems, `samples` each, with the recipe's
+    prompt, sampling and environment (static engine, one generator seed per problem): [(problem, episode)], the
+    sampling temperature, and the seconds they took."""
+    import torch
+
+    from rlvr.config import load_config
+    from rlvr.envs import make_tasks
+    from rlvr.models.loading import load_model, load_tokenizer
+    from rlvr.models.prompts import PromptEncoder
+    from rlvr.rollout import SamplingParams, make_engine
+    from rlvr.rollout.episodes import EpisodeRunner
+
+    torch.set_num_threads(1)
+    cfg = load_config(recipe, overrides)
+    task = make_tasks(cfg.data.tasks, cfg.seed)[0]
+    tokenizer = load_tokenizer(cfg.model.name)
+    model = load_model(cfg.model).eval()
+    encode = PromptEncoder(tokenizer, cfg.model.chat_template, cfg.data.system_prompt, cfg.data.max_prompt_tokens)
+    runner = EpisodeRunner(make_engine("static", model, tokenizer, cfg.rollout.batch_size), encode)
+    work = [(task, task.problem("eval", i)) for i in range(problems)]
+    params = SamplingParams(n=samples, temperature=cfg.rollout.temperature, max_new_tokens=cfg.rollout.max_new_tokens,
+                            stop=cfg.rollout.stop)
+    t0 = time.perf_counter()
+    with torch.no_grad():
+        _, groups = runner.generate(work, params, [torch.Generator().manual_seed(i) for i in range(len(work))])
+    seconds = time.perf_counter() - t0
+    return [(p, e) for (_, p), group in zip(work, groups) for e in group], cfg.rollout.temperature, seconds
+
+
 def run(command: list[str], log: Path) -> float:
     """Run a command with its output to `log`; its wall seconds. A failure stops the benchmark and shows the log's
     end."""

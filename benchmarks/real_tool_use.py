@@ -36,7 +36,7 @@ import sys
 import time
 from pathlib import Path
 
-from real_model import ROOT, commit, exact_correct, load_average, rlvr_command, run
+from real_model import ROOT, commit, exact_correct, load_average, rlvr_command, run, sample_episodes
 
 from rlvr.tracking.jsonl import read_jsonl
 
@@ -101,31 +101,10 @@ def train_curve(run_dir: Path) -> list[dict]:
 
 def samples(args) -> None:
     """The base model's sampled episodes on held-out problems, with the recipe's prompt, sampling and environment."""
-    import torch
-
-    from rlvr.config import load_config
-    from rlvr.envs import make_tasks
-    from rlvr.models.loading import load_model, load_tokenizer
-    from rlvr.models.prompts import PromptEncoder
-    from rlvr.rollout import SamplingParams, make_engine
-    from rlvr.rollout.episodes import EpisodeRunner
-
-    torch.set_num_threads(1)
-    cfg = load_config(RECIPE, [f"model.name={args.model}"] if args.model else [])
-    task = make_tasks(cfg.data.tasks, cfg.seed)[0]
-    tokenizer = load_tokenizer(cfg.model.name)
-    model = load_model(cfg.model).eval()
-    encode = PromptEncoder(tokenizer, cfg.model.chat_template, cfg.data.system_prompt, cfg.data.max_prompt_tokens)
-    runner = EpisodeRunner(make_engine("static", model, tokenizer, cfg.rollout.batch_size), encode)
-    work = [(task, task.problem("eval", i)) for i in range(args.problems)]
-    params = SamplingParams(n=args.samples, temperature=cfg.rollout.temperature,
-                            max_new_tokens=cfg.rollout.max_new_tokens, stop=cfg.rollout.stop)
-    t0 = time.perf_counter()
-    with torch.no_grad():
-        _, groups = runner.generate(work, params, [torch.Generator().manual_seed(i) for i in range(len(work))])
-    seconds = time.perf_counter() - t0
+    episodes, temperature, seconds = sample_episodes(RECIPE, [f"model.name={args.model}"] if args.model else [],
+                                                     args.problems, args.samples)
     rows = [{"prompt": p.prompt, "reference": p.answer, "messages": e.messages, "correct": e.success}
-            for (_, p), group in zip(work, groups) for e in group]
+            for p, e in episodes]
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
     with (out / "base_samples.jsonl").open("w") as f:
@@ -133,7 +112,7 @@ def samples(args) -> None:
             f.write(json.dumps({**row, **episode_measures(row["prompt"], row["messages"], row["reference"])}) + "\n")
     r = rates(rows)
     print(f"base model, {len(rows)} sampled episodes ({args.problems} held-out problems x {args.samples}, "
-          f"temperature {cfg.rollout.temperature}) in {seconds:.0f} s: well-formed call {100 * r['well_formed']:.1f}%, "
+          f"temperature {temperature}) in {seconds:.0f} s: well-formed call {100 * r['well_formed']:.1f}%, "
           f"call with the operands {100 * r['operands']:.1f}%, exact {100 * r['exact']:.1f}%, verifier "
           f"{100 * r['verifier']:.1f}%; written to {out / 'base_samples.jsonl'}")
     mentions = sum("<calc" in m["content"] for row in rows for m in row["messages"] if m["role"] == "assistant")

@@ -92,6 +92,21 @@ def write_recipe(tmp_path):
     return write
 
 
+def assert_policy_runs_were_sampled(prompt: list[int], token_ids: list[int], policy_mask: list[bool],
+                                    sampled: dict[tuple[int, ...], list[list[int]]]) -> None:
+    """Every run of policy tokens in an episode is exactly what the engine sampled after the tokens before it
+    (`sampled`: the engine's completions by the token sequence they continued)."""
+    start = 0
+    while start < len(token_ids):
+        end = start
+        while end < len(token_ids) and policy_mask[end] == policy_mask[start]:
+            end += 1
+        if policy_mask[start]:
+            before = tuple(prompt + token_ids[:start])
+            assert any(c[: end - start] == token_ids[start:end] for c in sampled[before]), (start, end)
+        start = end
+
+
 def rlvr_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "rlvr", *args]
 

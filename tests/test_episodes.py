@@ -8,6 +8,7 @@ import time
 
 import pytest
 import torch
+from conftest import assert_policy_runs_were_sampled
 
 from rlvr.algorithms import KL_ESTIMATORS, POLICY_LOSSES
 from rlvr.algorithms.advantages import discounted_returns
@@ -98,16 +99,7 @@ def test_trained_ids_are_the_sampled_ids_and_the_environment_turns(chat_policy):
             assert sequence == prompt + ep.token_ids  # the trained sequence is the episode, nothing re-encoded
             mask = batch.completion_mask[row, : len(ep.token_ids)].bool().tolist()
             assert mask == ep.policy_mask and len(mask) == len(ep.token_ids)
-            # Every run of policy tokens is exactly what the engine sampled from the sequence before it.
-            start = 0
-            while start < len(ep.token_ids):
-                end = start
-                while end < len(ep.token_ids) and ep.policy_mask[end] == ep.policy_mask[start]:
-                    end += 1
-                if ep.policy_mask[start]:
-                    before = tuple(prompt + ep.token_ids[:start])
-                    assert any(c[: end - start] == ep.token_ids[start:end] for c in sampled[before])
-                start = end
+            assert_policy_runs_were_sampled(prompt, ep.token_ids, ep.policy_mask, sampled)
             multi_turn += ep.turns > 1 and not all(ep.policy_mask)
             row += 1
     assert multi_turn > 0  # some episodes had environment turns in the middle

@@ -11,6 +11,7 @@ from itertools import permutations
 
 import pytest
 import torch
+from conftest import assert_policy_runs_were_sampled
 from test_episodes import CHATML, RecordingEngine
 
 from rlvr.algorithms import ADVANTAGES, AdvantageInputs
@@ -357,15 +358,7 @@ def test_both_seats_episodes_are_token_exact_against_the_environments_text(game)
             # the sequence is the template's rendering of what the seat saw and said (a turn cut at the token limit
             # lacks only the end-of-turn the template writes after it)
             assert text == shown or text == shown + "<|im_end|>\n"
-            start = 0  # every run of policy tokens is exactly what the engine sampled after the tokens before it
-            while start < len(ep.token_ids):
-                end = start
-                while end < len(ep.token_ids) and ep.policy_mask[end] == ep.policy_mask[start]:
-                    end += 1
-                if ep.policy_mask[start]:
-                    before = tuple(prompt + ep.token_ids[:start])
-                    assert any(c[: end - start] == ep.token_ids[start:end] for c in sampled[before])
-                start = end
+            assert_policy_runs_were_sampled(prompt, ep.token_ids, ep.policy_mask, sampled)
             # the first tokens are the environment's (the seat is told its side before it moves)
             assert ep.token_ids == [] or not ep.policy_mask[0]
     # the second seat moved after waiting for the first; TicTacToe matches went on past a move a seat

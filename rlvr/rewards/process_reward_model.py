@@ -13,7 +13,7 @@ import functools
 from typing import Any
 
 from rlvr.config import ProcessRewardModelSettings
-from rlvr.rewards.reward_model import input_ids
+from rlvr.rewards.reward_model import batched_logits, input_ids
 from rlvr.rewards.steps import StepScore, register_step_reward
 
 
@@ -80,18 +80,9 @@ def head_scores(logits, how: str, label: int | None) -> list[float]:
 def _forward(model, sequences: list[list[int]], batch_size: int) -> list:
     """The logits of each sequence (right padded, so a row's positions are its own), batch by batch: [labels] per
     sequence for a sequence head (pooled at its last real token), [length, labels] for a token head."""
-    import torch
-
     pad = model.config.pad_token_id if model.config.pad_token_id is not None else 0
-    device = next(model.parameters()).device
     out = []
-    for start in range(0, len(sequences), batch_size):
-        chunk = sequences[start : start + batch_size]
-        width = max(len(s) for s in chunk)
-        ids = torch.tensor([s + [pad] * (width - len(s)) for s in chunk], device=device)
-        mask = torch.tensor([[1] * len(s) + [0] * (width - len(s)) for s in chunk], device=device)
-        with torch.no_grad():
-            logits = model(input_ids=ids, attention_mask=mask).logits
+    for chunk, logits in batched_logits(model, sequences, batch_size, pad):
         out += [row[: len(s)] if row.dim() == 2 else row for row, s in zip(logits, chunk)]
     return out
 

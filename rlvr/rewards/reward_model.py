@@ -44,21 +44,30 @@ def input_ids(tokenizer, prompt: Any, reply: str, max_tokens: int) -> list[int]:
     return ids[-max_tokens:]
 
 
-def raw_scores(model, sequences: list[list[int]], label: int | None, batch_size: int) -> list[float]:
-    """The score of each token sequence: the logit of a one-label model, else the probability of `label`. Right
-    padded: the model pools at each row's last real token (found from pad_token_id)."""
+def batched_logits(model, sequences: list[list[int]], batch_size: int, pad: int):
+    """`sequences` in batches of `batch_size`, each right padded with `pad` and run through `model` without
+    gradients: yields (the batch's sequences, their logits)."""
     import torch
 
-    pad = model.config.pad_token_id
     device = next(model.parameters()).device
-    out: list[float] = []
     for start in range(0, len(sequences), batch_size):
         chunk = sequences[start : start + batch_size]
         width = max(len(s) for s in chunk)
         ids = torch.tensor([s + [pad] * (width - len(s)) for s in chunk], device=device)
         mask = torch.tensor([[1] * len(s) + [0] * (width - len(s)) for s in chunk], device=device)
         with torch.no_grad():
-            logits = model(input_ids=ids, attention_mask=mask).logits.float()
+            logits = model(input_ids=ids, attention_mask=mask).logits
+        yield chunk, logits
+
+
+def raw_scores(model, sequences: list[list[int]], label: int | None, batch_size: int) -> list[float]:
+    """The score of each token sequence: the logit of a one-label model, else the probability of `label`. Right
+    padded: the model pools at each row's last real token (found from pad_token_id)."""
+    import torch
+
+    out: list[float] = []
+    for _, logits in batched_logits(model, sequences, batch_size, model.config.pad_token_id):
+        logits = logits.float()
         if logits.shape[-1] == 1:
             out += logits[:, 0].tolist()
         else:
