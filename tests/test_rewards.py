@@ -10,6 +10,7 @@ import pytest
 
 from rlvr.cli.main import main
 from rlvr.config import build_config
+from rlvr.errors import ConfigError
 from rlvr.rewards.failures import FailureBudget, RewardFailure, RewardTimeoutLoop
 from rlvr.rewards.pool import RewardLoad, RewardPool, RewardRequest
 from rlvr.tasks import make_task
@@ -119,6 +120,15 @@ def test_a_worker_that_leaks_memory_is_replaced_between_chunks_and_nothing_is_lo
     assert all(out[i].status == "ok" for i in range(8))
     # a fresh worker starts its leak over: no worker ever held more than 3 leaked blocks (~150 MB)
     assert max(out[i].value for i in range(8)) <= 4 and pool.recycled >= 2 and pool.restarts == 0
+
+
+def test_a_memory_limit_below_a_fresh_worker_stops_with_the_setting_instead_of_replacing_forever(reward_file):
+    start = time.monotonic()
+    with RewardPool(num_workers=1, timeout_s=10.0, max_memory_mb=1) as pool:
+        with pytest.raises(ConfigError, match=r"holds \d+ MB right after loading.*rewards.worker_max_memory_mb=1 MB"):
+            pool.score([RewardRequest(0, f"{reward_file}:leaks", "p", "c")])
+        assert pool.recycled == 0
+    assert time.monotonic() - start < 60
 
 
 def test_batched_rewards_get_lists_and_must_return_one_reward_per_completion(reward_file):

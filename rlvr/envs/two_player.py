@@ -22,8 +22,6 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from rlvr.envs.base import Environment, EnvStep, Message, Outcome
 from rlvr.errors import ConfigError
 from rlvr.models.kv_cache import cache_keyword
@@ -283,6 +281,8 @@ class CheckpointPlayer(Player):
     most `max_new_tokens` per turn (a move is a number or a word)."""
 
     def __init__(self, path: str, rng: random.Random, max_new_tokens: int = 16):
+        import torch  # here, not at import: a reward worker imports rlvr.envs and must not pay for torch
+
         self.model, self.tokenizer = _frozen_model(str(Path(path).resolve()))
         self.generator = torch.Generator().manual_seed(rng.getrandbits(62))
         self.max_new_tokens = max_new_tokens
@@ -296,8 +296,8 @@ class CheckpointPlayer(Player):
         self.messages.append({"role": "assistant", "content": text})
         return text
 
-    @torch.no_grad()
     def _sample(self, messages: list[Message]) -> str:
+        import torch
         from transformers import DynamicCache
 
         tok = self.tokenizer
@@ -307,7 +307,8 @@ class CheckpointPlayer(Player):
         keyword = cache_keyword(self.model)
         out: list[int] = []
         for _ in range(self.max_new_tokens):
-            logits = self.model(input_ids=ids, use_cache=True, **{keyword: cache}).logits[0, -1]
+            with torch.no_grad():
+                logits = self.model(input_ids=ids, use_cache=True, **{keyword: cache}).logits[0, -1]
             token = int(torch.multinomial(logits.float().softmax(-1), 1, generator=self.generator))
             if token == tok.eos_token_id:
                 break

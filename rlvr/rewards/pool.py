@@ -36,6 +36,7 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any, Literal
 
+from rlvr.errors import ConfigError
 from rlvr.rewards.failures import PoolClosed, RewardLoadError, RewardTimeoutLoop
 from rlvr.watchdog import POLL_S, WATCH
 
@@ -129,6 +130,7 @@ class _Worker:
         self.pending: deque[RewardRequest] = deque()
         self.reserved: list[RewardRequest] = []  # sent first once ready: a retried item and those queued behind it
         self.last_progress = time.monotonic()  # when its current item's clock started
+        self.fed = False  # whether it has been sent any item
 
     def resident_bytes(self) -> int:
         """The worker's resident memory (from /proc; 0 where that is not available)."""
@@ -139,6 +141,7 @@ class _Worker:
             return 0
 
     def send(self, chunk: list[RewardRequest]) -> None:
+        self.fed = True
         self.pending.extend(chunk)
         self.last_progress = time.monotonic()
         self.conn.send([r.payload() for r in chunk])
@@ -263,7 +266,13 @@ class RewardPool:
             chunk, worker.reserved = worker.reserved, []
             worker.send(chunk)
         elif self._queue:
-            if worker.resident_bytes() > self.max_memory_bytes:
+            if (held := worker.resident_bytes()) > self.max_memory_bytes:
+                if not worker.fed:  # a fresh worker over the limit: replacing it would start the same one forever
+                    raise ConfigError(
+                        f"reward worker {worker.number} holds {held / 2**20:.0f} MB right after loading its rewards, "
+                        f"before scoring anything: above rewards.worker_max_memory_mb="
+                        f"{self.max_memory_bytes / 2**20:g} MB, so every fresh worker would be replaced at once. "
+                        f"Raise rewards.worker_max_memory_mb well above {held / 2**20:.0f} MB.")
                 self.recycled += 1
                 WATCH.notice("reward-memory", f"reward worker {worker.number} grew past "
                              f"rewards.worker_max_memory_mb={self.max_memory_bytes / 2**20:g} MB; replaced "
