@@ -275,6 +275,11 @@ def mean_sd(values: list[float], scale: float = 100.0, digits: int = 1) -> str:
     return f"{m:.{digits}f}" + (f" ± {statistics.stdev(values) * scale:.{digits}f}" if len(values) > 1 else "")
 
 
+def held_out_exact(runs: list[dict]) -> list[str]:
+    """Mean ± sd over seeds of the exact check's held-out accuracy at each evaluation of an arm's runs."""
+    return [mean_sd([r["evaluations"][i]["exact"] for r in runs], digits=0) for i in range(len(runs[0]["evaluations"]))]
+
+
 def summary(args) -> None:
     out = Path(args.output or f"runs/credit_{args.experiment}")
     records = [json.loads(p.read_text()) for p in sorted(out.glob("*_seed*.json"))]
@@ -282,14 +287,14 @@ def summary(args) -> None:
         raise SystemExit(f"no finished runs under {out}")
     arms = list(dict.fromkeys(r["arm"] for r in records))
     by_arm = {arm: sorted((r for r in records if r["arm"] == arm), key=lambda r: r["seed"]) for arm in arms}
-    print(f"\n{args.experiment}: {out} (commit {records[0]['commit']}; seeds "
+    print(f"\n{args.experiment}: {out} (commits {', '.join(sorted({r['commit'] for r in records}))}; seeds "
           f"{sorted({r['seed'] for r in records})}); mean ± sd over seeds")
     if args.experiment == "hints":
         print("\n| arm | seeds | held-out exact: base -> 8 -> 16 | all-fail groups, steps 1-5 | steps 12-16 | hinted "
               "samples trained | minutes per run |")
         print("|---|---|---|---|---|---|---|")
         for arm, rs in by_arm.items():
-            evals = [mean_sd([r["evaluations"][i]["exact"] for r in rs], digits=0) for i in range(len(rs[0]["evaluations"]))]
+            evals = held_out_exact(rs)
             early = [statistics.mean(p["groups/all_fail_frac"] for p in r["training"][:5]) for r in rs]
             late = [statistics.mean(p["groups/all_fail_frac"] for p in r["training"][-5:]) for r in rs]
             hinted = [statistics.mean(p.get("hints/hinted_frac", 0.0) for p in r["training"]) for r in rs]
@@ -297,10 +302,10 @@ def summary(args) -> None:
                   f"{mean_sd(hinted)}% | {mean_sd([r['wall_seconds'] / 60 for r in rs], 1, 1)} |")
     elif args.experiment == "process":
         print("\n| arm | seeds | held-out exact: base -> 8 -> 16 | held-out padding at 16 | training padding, steps "
-              "16-20 | minutes per run |")
+              "12-16 | minutes per run |")
         print("|---|---|---|---|---|---|")
         for arm, rs in by_arm.items():
-            evals = [mean_sd([r["evaluations"][i]["exact"] for r in rs], digits=0) for i in range(len(rs[0]["evaluations"]))]
+            evals = held_out_exact(rs)
             pad = [r["evaluations"][-1]["pad"] for r in rs]
             train_pad = [statistics.mean(p.get("pad", 0.0) for p in r["training"][-5:]) for r in rs]
             print(f"| {arm} | {len(rs)} | {' -> '.join(evals)} | {mean_sd(pad)}% | {mean_sd(train_pad)}% | "
@@ -312,7 +317,7 @@ def summary(args) -> None:
         for arm, rs in by_arm.items():
             decoded = [statistics.mean(p["rollout/decoded_tokens_per_completion"] for p in r["training"]) for r in rs]
             length = [statistics.mean(p["response_length/mean"] for p in r["training"]) for r in rs]
-            evals = [mean_sd([r["evaluations"][i]["exact"] for r in rs], digits=0) for i in range(len(rs[0]["evaluations"]))]
+            evals = held_out_exact(rs)
             step_s = [statistics.mean(p["perf/step_s"] for p in r["training"]) for r in rs]
             print(f"| {arm} | {len(rs)} | {mean_sd(decoded, 1)} | {mean_sd(length, 1)} | {' -> '.join(evals)} | "
                   f"{mean_sd(step_s, 1)} | {mean_sd([r['wall_seconds'] / 60 for r in rs], 1, 1)} |")
