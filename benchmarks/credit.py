@@ -5,7 +5,7 @@ from the training rewards.
     python benchmarks/credit.py hints   [--seeds 0 1 2] [--output runs/credit_hints]   # GRPO vs GRPO + hints
     python benchmarks/credit.py process [--seeds 0 1 2] [--output runs/credit_process] # outcome vs process sum / min
     python benchmarks/credit.py tree    [--seeds 0 1 2] [--output runs/credit_tree]    # independent vs tree samples
-    python benchmarks/credit.py summary EXPERIMENT [--output DIR] [--plot PNG]
+    python benchmarks/credit.py summary EXPERIMENT [--output DIR] [--plot PNG] [--reuse-from runs/credit_process]
     python benchmarks/credit.py probe {add3,chain} [--problems 16] [--hints none:0 response:0.87 prompt:1.0 ...]
 
 Each arm of each seed is one `rlvr train` run (niced, one thread, one at a time), skipped when its folder already
@@ -15,11 +15,12 @@ holds a finished run (so an interrupted benchmark resumes where it stopped). The
   solution column (`a + b = c`) the hint source; GRPO against GRPO with `data.hints`. Figures: the all-fail fraction
   of the groups sampled without hints (groups/all_fail_frac) over steps, and held-out greedy accuracy, no hints.
 - `process`: the arithmetic_chain task; GRPO on the outcome against process credit with the arithmetic step
-  checker, sum form and min form. Figures: held-out final-answer accuracy, and the rate of completions that pad
-  (more true equations than the chain has operations), held out and in training.
+  checker, sum form and min form. Figures: held-out final-answer accuracy, the rate of completions that pad
+  (more true equations than the chain has operations), held out and in training, and true equations per held-out
+  completion.
 - `tree`: the arithmetic_chain task with the static engine, 8 samples per prompt either way; independent samples
   (GRPO) against tree rollouts (the tree estimator). Figures: decoded tokens per completion (the engine's count) and
-  held-out accuracy against wall time.
+  held-out accuracy against wall time, and generation seconds per step.
 
 `probe` samples the base model (8 samples per problem, temperature 1, the static engine) on the first held-out
 problems of a task, without a hint and with hints of the given placement and fraction of the reference solution
@@ -159,6 +160,7 @@ def evaluations(run_dir: Path) -> list[dict]:
                  "verifier": sum(r["correct"] for r in rows) / len(rows)}
         if all(re.fullmatch(r"\d+([-+*]\d+)+", r["uid"]) for r in rows):
             point["pad"] = sum(pads(r["completion"], operations_of(r["uid"])) for r in rows) / len(rows)
+            point["equations"] = statistics.mean(true_equations(r["completion"]) for r in rows)
         out.append(point)
     return out
 
@@ -172,7 +174,7 @@ def training_curve(run_dir: Path) -> list[dict]:
     for row in read_jsonl(run_dir / "metrics.jsonl"):
         if "perf/step_s" not in row:
             continue
-        point = {k: row[k] for k in ("step", "accuracy", "groups/all_fail_frac", "perf/step_s",
+        point = {k: row[k] for k in ("step", "accuracy", "groups/all_fail_frac", "perf/step_s", "perf/gen_s",
                                      "rollout/decoded_tokens_per_completion", "response_length/mean",
                                      "hints/hinted_frac", "hints/fraction_mean", "steps/per_sample") if k in row}
         rows = logged.get(row["step"], [])
@@ -265,7 +267,7 @@ def run_experiment(name: str, args) -> None:
             found = source / f"{other}_seed{seed}.json"
             if found.exists() and not (out / f"{arm}_seed{seed}.json").exists():
                 (out / f"{arm}_seed{seed}.json").write_text(found.read_text().replace(f'"arm": "{other}"', f'"arm": "{arm}"'))
-    summary(argparse.Namespace(experiment=name, output=str(out), plot=args.plot))
+    summary(argparse.Namespace(experiment=name, output=str(out), plot=args.plot, reuse_from=args.reuse_from))
 
 
 def mean_sd(values: list[float], scale: float = 100.0, digits: int = 1) -> str:
@@ -285,6 +287,12 @@ def summary(args) -> None:
     records = [json.loads(p.read_text()) for p in sorted(out.glob("*_seed*.json"))]
     if not records:
         raise SystemExit(f"no finished runs under {out}")
+    reused = EXPERIMENTS[args.experiment].get("reuse", {})
+    for r in records:  # read the figures again from the run's own logs where its folder is here
+        folder = (Path(args.reuse_from or "runs/credit_process") / f"{reused[r['arm']]}_seed{r['seed']}"
+                  if r["arm"] in reused else out / f"{r['arm']}_seed{r['seed']}")
+        if (folder / "eval_completions.jsonl").is_file():
+            r["evaluations"], r["training"] = evaluations(folder), training_curve(folder)
     arms = list(dict.fromkeys(r["arm"] for r in records))
     by_arm = {arm: sorted((r for r in records if r["arm"] == arm), key=lambda r: r["seed"]) for arm in arms}
     print(f"\n{args.experiment}: {out} (commits {', '.join(sorted({r['commit'] for r in records}))}; seeds "
@@ -301,26 +309,28 @@ def summary(args) -> None:
             print(f"| {arm} | {len(rs)} | {' -> '.join(evals)} | {mean_sd(early)}% | {mean_sd(late)}% | "
                   f"{mean_sd(hinted)}% | {mean_sd([r['wall_seconds'] / 60 for r in rs], 1, 1)} |")
     elif args.experiment == "process":
-        print("\n| arm | seeds | held-out exact: base -> 8 -> 16 | held-out padding at 16 | training padding, steps "
-              "12-16 | minutes per run |")
-        print("|---|---|---|---|---|---|")
+        print("\n| arm | seeds | held-out exact: base -> 8 -> 16 | held-out padding: base -> 16 | true equations per "
+              "held-out completion: base -> 16 | training padding, steps 12-16 | minutes per run |")
+        print("|---|---|---|---|---|---|---|")
         for arm, rs in by_arm.items():
             evals = held_out_exact(rs)
-            pad = [r["evaluations"][-1]["pad"] for r in rs]
+            pad = [mean_sd([r["evaluations"][i]["pad"] for r in rs], digits=0) for i in (0, -1)]
+            equations = [mean_sd([r["evaluations"][i]["equations"] for r in rs], 1, 1) for i in (0, -1)]
             train_pad = [statistics.mean(p.get("pad", 0.0) for p in r["training"][-5:]) for r in rs]
-            print(f"| {arm} | {len(rs)} | {' -> '.join(evals)} | {mean_sd(pad)}% | {mean_sd(train_pad)}% | "
-                  f"{mean_sd([r['wall_seconds'] / 60 for r in rs], 1, 1)} |")
+            print(f"| {arm} | {len(rs)} | {' -> '.join(evals)} | {' -> '.join(pad)}% | {' -> '.join(equations)} | "
+                  f"{mean_sd(train_pad)}% | {mean_sd([r['wall_seconds'] / 60 for r in rs], 1, 1)} |")
     else:
         print("\n| arm | seeds | decoded tokens per completion | completion length | held-out exact: base -> 8 -> "
-              "16 | training seconds per step | minutes per run |")
-        print("|---|---|---|---|---|---|---|")
+              "16 | generation seconds per step | training seconds per step | minutes per run |")
+        print("|---|---|---|---|---|---|---|---|")
         for arm, rs in by_arm.items():
             decoded = [statistics.mean(p["rollout/decoded_tokens_per_completion"] for p in r["training"]) for r in rs]
             length = [statistics.mean(p["response_length/mean"] for p in r["training"]) for r in rs]
             evals = held_out_exact(rs)
             step_s = [statistics.mean(p["perf/step_s"] for p in r["training"]) for r in rs]
+            gen_s = [statistics.mean(p["perf/gen_s"] for p in r["training"]) for r in rs]
             print(f"| {arm} | {len(rs)} | {mean_sd(decoded, 1)} | {mean_sd(length, 1)} | {' -> '.join(evals)} | "
-                  f"{mean_sd(step_s, 1)} | {mean_sd([r['wall_seconds'] / 60 for r in rs], 1, 1)} |")
+                  f"{mean_sd(gen_s, 1)} | {mean_sd(step_s, 1)} | {mean_sd([r['wall_seconds'] / 60 for r in rs], 1, 1)} |")
     for r in records:
         print(f"  {r['arm']} seed {r['seed']}: {r['wall_seconds'] / 60:.1f} min, load {r['load_before']} -> "
               f"{r['load_after']}")
@@ -393,6 +403,7 @@ def main() -> None:
     s.add_argument("experiment", choices=list(EXPERIMENTS))
     s.add_argument("--output")
     s.add_argument("--plot")
+    s.add_argument("--reuse-from", help="where the tree experiment finds the process experiment's outcome runs")
     args = parser.parse_args()
     if args.command == "summary":
         summary(args)
