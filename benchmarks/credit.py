@@ -86,6 +86,10 @@ EXPERIMENTS = {
 }
 
 
+# where the tree experiment finds the runs it shares with the process experiment (its `reuse` arms)
+REUSE_FROM = {"default": "runs/credit_process", "help": "where the tree experiment finds the process experiment's runs"}
+
+
 def write_addition(path: Path, n: int = 1050, seed: int = 43) -> None:
     """3-digit additions as chat questions with a boxed answer; the solution column is the plain equation."""
     rng = random.Random(seed)
@@ -262,7 +266,7 @@ def run_experiment(name: str, args) -> None:
             print(f"{arm} seed {seed}: {seconds / 60:.1f} min (load {load} -> {record['load_after']}), held-out exact "
                   f"{100 * record['evaluations'][0]['exact']:.0f}% -> {100 * last['exact']:.0f}%", flush=True)
     for arm, other in spec.get("reuse", {}).items():  # runs shared with another experiment, copied under this arm
-        source = Path(args.reuse_from or "runs/credit_process")
+        source = Path(args.reuse_from)
         for seed in args.seeds:
             found = source / f"{other}_seed{seed}.json"
             if found.exists() and not (out / f"{arm}_seed{seed}.json").exists():
@@ -289,7 +293,7 @@ def summary(args) -> None:
         raise SystemExit(f"no finished runs under {out}")
     reused = EXPERIMENTS[args.experiment].get("reuse", {})
     for r in records:  # read the figures again from the run's own logs where its folder is here
-        folder = (Path(args.reuse_from or "runs/credit_process") / f"{reused[r['arm']]}_seed{r['seed']}"
+        folder = (Path(args.reuse_from) / f"{reused[r['arm']]}_seed{r['seed']}"
                   if r["arm"] in reused else out / f"{r['arm']}_seed{r['seed']}")
         if (folder / "eval_completions.jsonl").is_file():
             r["evaluations"], r["training"] = evaluations(folder), training_curve(folder)
@@ -392,7 +396,7 @@ def main() -> None:
         p.add_argument("--output")
         p.add_argument("--plot")
         p.add_argument("--set", nargs="*", default=[], help="more overrides for every run")
-        p.add_argument("--reuse-from", help="where the tree experiment finds the process experiment's outcome runs")
+        p.add_argument("--reuse-from", **REUSE_FROM)
     p = sub.add_parser("probe")
     p.add_argument("task", choices=["add3", "chain"])
     p.add_argument("--problems", type=int, default=16)
@@ -403,7 +407,7 @@ def main() -> None:
     s.add_argument("experiment", choices=list(EXPERIMENTS))
     s.add_argument("--output")
     s.add_argument("--plot")
-    s.add_argument("--reuse-from", help="where the tree experiment finds the process experiment's outcome runs")
+    s.add_argument("--reuse-from", **REUSE_FROM)
     args = parser.parse_args()
     if args.command == "summary":
         summary(args)
