@@ -390,51 +390,86 @@ def window(points, first: bool, size: int = 10):
     return mean(values[:size] if first else values[-size:])
 
 
+def cell(value, fmt: str) -> str:
+    """One seed's figure: a number, or a (start, end) pair written 'start -> end'."""
+    if isinstance(value, tuple):
+        return " -> ".join(cell(v, fmt) for v in value)
+    return "n/a" if value is None or value != value else format(value, fmt)
+
+
+def spread(values: list, fmt: str) -> str:
+    """The seeds' mean ± sample standard deviation of one column (per side of a 'start -> end' pair)."""
+    if isinstance(values[0], tuple):
+        return " -> ".join(spread([v[i] for v in values], fmt) for i in range(len(values[0])))
+    values = [v for v in values if v is not None and v == v]
+    if len(values) < 2:
+        return cell(values[0] if values else None, fmt)
+    return f"{format(statistics.mean(values), fmt)} ± {format(statistics.stdev(values), fmt)}"
+
+
+def print_table(title: str, columns: list[tuple], runs: dict) -> None:
+    """A markdown table: one row per seed, then the mean ± sd over the seeds; columns are (header, format,
+    figures -> value)."""
+    print(f"\n## {title}")
+    print("| seed | " + " | ".join(c[0] for c in columns) + " |")
+    print("|---" * (len(columns) + 1) + "|")
+    values = {seed: [c[2](f) for c in columns] for seed, f in sorted(runs.items())}
+    for seed, row in values.items():
+        print(f"| {seed} | " + " | ".join(cell(v, c[1]) for v, c in zip(row, columns)) + " |")
+    if len(values) > 1:
+        print(f"| mean ± sd ({len(values)} seeds) | "
+              + " | ".join(spread([row[i] for row in values.values()], c[1]) for i, c in enumerate(columns)) + " |")
+
+
+def first_last(evals: dict, read) -> tuple:
+    """A figure at a run's first and last evaluation."""
+    steps = sorted(evals, key=int)
+    return read(evals[steps[0]]), read(evals[steps[-1]])
+
+
 def summary(out: Path, plots: Path | None) -> None:
-    azr = {int(p.stem[4:]): json.loads(p.read_text()) for p in sorted((out / "azr").glob("seed*.json"))}
+    def load(kind: str) -> dict:
+        return {int(p.stem[4:]): json.loads(p.read_text()) for p in sorted((out / kind).glob("seed*.json"))}
+
+    azr = load("azr")
     if azr:
-        print("## Absolute Zero: held-out accuracy (120 questions, greedy; exact check | run's verifier)")
-        print("| seed | start | end | best | valid proposals, first 10 -> last 10 steps | fresh program lines | "
-              "solver on fresh tasks | learnability | minutes |")
-        print("|---|---|---|---|---|---|---|---|---|")
-        for seed, f in azr.items():
-            steps = sorted(f["eval"], key=int)
-            e = f["eval"]
-            start, end = e[steps[0]], e[steps[-1]]
-            best = max(e[s]["exact"] for s in steps)
-            print(f"| {seed} | {start['exact']:.1%} ({start['verifier']:.1%}) | {end['exact']:.1%} "
-                  f"({end['verifier']:.1%}) | {best:.1%} | {window(f['valid'], True):.1%} -> "
-                  f"{window(f['valid'], False):.1%} | {window(f['program_lines'], True):.1f} -> "
-                  f"{window(f['program_lines'], False):.1f} | {window(f['fresh_solve_rate'], True):.2f} -> "
-                  f"{window(f['fresh_solve_rate'], False):.2f} | {window(f['learnability'], True):.2f} -> "
-                  f"{window(f['learnability'], False):.2f} | {minutes(out, 'azr', seed, f):.0f} |")
+        trend = lambda key: lambda f: (window(f[key], True), window(f[key], False))  # noqa: E731
+        print_table("Absolute Zero: held-out accuracy (120 questions, greedy), proposer's tasks (first 10 -> last 10 "
+                    "steps)", [
+                        ("held-out, exact check", ".1%", lambda f: first_last(f["eval"], lambda e: e["exact"])),
+                        ("held-out, run's verifier", ".1%", lambda f: first_last(f["eval"], lambda e: e["verifier"])),
+                        ("best exact", ".1%", lambda f: max(e["exact"] for e in f["eval"].values())),
+                        ("valid proposals", ".1%", trend("valid")),
+                        ("fresh program lines", ".1f", trend("program_lines")),
+                        ("solver on fresh tasks", ".2f", trend("fresh_solve_rate")),
+                        ("learnability", ".2f", trend("learnability")),
+                        ("minutes", ".0f", lambda f: f["minutes"]),
+                    ], {seed: {**f, "minutes": minutes(out, "azr", seed, f)} for seed, f in azr.items()})
         if plots:
             plot_azr(azr, plots / "self_play_azr.png")
     for game in ("tictactoe", "kuhn_poker"):
-        runs = {int(p.stem[4:]): json.loads(p.read_text()) for p in sorted((out / game).glob("seed*.json"))}
+        runs = load(game)
         if not runs:
             continue
-        print(f"\n## {game}")
-        for seed, f in runs.items():
-            steps = sorted(f["eval"], key=int)
-            start, end = f["eval"][steps[0]], f["eval"][steps[-1]]
-            key = "win_or_draw" if game == "tictactoe" else "return"
-            vs = f["vs_start"]
-            line = (f"| {seed} | " + " | ".join(f"{start[str(s)][key]:.2f} -> {end[str(s)][key]:.2f}" for s in (0, 1))
-                    + " | " + " | ".join(f"{start[str(s)]['illegal_move']:.2f} -> {end[str(s)]['illegal_move']:.2f}"
-                                         for s in (0, 1))
-                    + " | " + " | ".join(f"{vs['start'][f'seat{s}']['win_or_draw']:.2f} -> "
-                                         f"{vs['final'][f'seat{s}']['win_or_draw']:.2f}" for s in (0, 1)))
-            if game == "kuhn_poker":
-                ex = f["exact"]
-                line += " | " + " | ".join(f"{ex['start'][f'seat{s}']:+.3f} -> {ex['final'][f'seat{s}']:+.3f}"
-                                           for s in (0, 1))
-            else:
-                ref = f["referee"]
-                first, last = ref[min(ref, key=int)], ref[max(ref, key=int)]
-                line += " | " + " | ".join(f"{first[f'seat{s}']['referee']:.2f} -> {last[f'seat{s}']['referee']:.2f}"
-                                           for s in (0, 1))
-            print(line + f" | {minutes(out, game, seed, f):.0f} |")
+        key, what = (("win_or_draw", "win-or-draw vs a random player") if game == "tictactoe"
+                     else ("return", "chips per hand vs the equilibrium player"))
+        columns = [(f"seat {s}: {what}", ".2f",
+                    lambda f, s=s, k=key: first_last(f["eval"], lambda e: e[str(s)][k])) for s in (0, 1)]
+        columns += [(f"seat {s}: illegal moves", ".2f",
+                     lambda f, s=s: first_last(f["eval"], lambda e: e[str(s)]["illegal_move"])) for s in (0, 1)]
+        columns += [(f"seat {s}: win-or-draw vs starting checkpoint", ".2f",
+                     lambda f, s=s: (f["vs_start"]["start"][f"seat{s}"]["win_or_draw"],
+                                     f["vs_start"]["final"][f"seat{s}"]["win_or_draw"])) for s in (0, 1)]
+        if game == "kuhn_poker":
+            columns += [(f"seat {s}: exact chips per hand vs equilibrium", "+.3f",
+                         lambda f, s=s: (f["exact"]["start"][f"seat{s}"], f["exact"]["final"][f"seat{s}"]))
+                        for s in (0, 1)]
+        else:
+            columns += [(f"seat {s}: win-or-draw by the referee", ".2f",
+                         lambda f, s=s: first_last(f["referee"], lambda e: e[f"seat{s}"]["referee"])) for s in (0, 1)]
+        columns.append(("minutes", ".0f", lambda f: f["minutes"]))
+        print_table(f"{game}: held-out matches (first -> last evaluation), starting model -> final model",
+                    columns, {seed: {**f, "minutes": minutes(out, game, seed, f)} for seed, f in runs.items()})
         if plots:
             plot_game(game, runs, plots / f"self_play_{game}.png")
 
