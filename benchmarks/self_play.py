@@ -371,13 +371,10 @@ def run_seeds(kind: str, seeds: list[int], out: Path, overrides: list[str], vs_c
         print(f"{kind} seed {seed}: {json.dumps(figures)[:600]}", flush=True)
 
 
-def minutes(out: Path, kind: str, seed: int, figures: dict) -> float:
-    """The run's wall time: as the benchmark timed it, else from its files (config.yaml written at the start,
-    report.html at the end) for a run trained by an earlier invocation."""
-    if figures.get("wall_s"):
-        return figures["wall_s"] / 60
-    run = out / kind / f"seed{seed}"
-    return ((run / "report.html").stat().st_mtime - (run / "config.yaml").stat().st_mtime) / 60
+def minutes(out: Path, kind: str, seed: int) -> float:
+    """The run's minutes of training steps: the sum of its steps' seconds (perf/step_s, the evaluations at steps
+    10, 20, ... included; loading and the step-0 evaluation not), the same for a run resumed from a checkpoint."""
+    return sum(r.get("perf/step_s", 0.0) for r in read_jsonl(out / kind / f"seed{seed}" / "metrics.jsonl")) / 60
 
 
 def mean(values):
@@ -443,8 +440,8 @@ def summary(out: Path, plots: Path | None) -> None:
                         ("fresh program lines", ".1f", trend("program_lines")),
                         ("solver on fresh tasks", ".2f", trend("fresh_solve_rate")),
                         ("learnability", ".2f", trend("learnability")),
-                        ("minutes", ".0f", lambda f: f["minutes"]),
-                    ], {seed: {**f, "minutes": minutes(out, "azr", seed, f)} for seed, f in azr.items()})
+                        ("minutes of steps", ".0f", lambda f: f["minutes"]),
+                    ], {seed: {**f, "minutes": minutes(out, "azr", seed)} for seed, f in azr.items()})
         if plots:
             plot_azr(azr, plots / "self_play_azr.png")
     for game in ("tictactoe", "kuhn_poker"):
@@ -467,9 +464,9 @@ def summary(out: Path, plots: Path | None) -> None:
         else:
             columns += [(f"seat {s}: win-or-draw by the referee", ".2f",
                          lambda f, s=s: first_last(f["referee"], lambda e: e[f"seat{s}"]["referee"])) for s in (0, 1)]
-        columns.append(("minutes", ".0f", lambda f: f["minutes"]))
+        columns.append(("minutes of steps", ".0f", lambda f: f["minutes"]))
         print_table(f"{game}: held-out matches (first -> last evaluation), starting model -> final model",
-                    columns, {seed: {**f, "minutes": minutes(out, game, seed, f)} for seed, f in runs.items()})
+                    columns, {seed: {**f, "minutes": minutes(out, game, seed)} for seed, f in runs.items()})
         if plots:
             plot_game(game, runs, plots / f"self_play_{game}.png")
 
