@@ -27,7 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-from real_model import ROOT, commit, load_average, rlvr_command, run, sample_episodes
+from real_model import ROOT, commit, load_average, sample_episodes, train_resumably
 
 from rlvr.tracking.jsonl import read_jsonl
 
@@ -139,11 +139,14 @@ def train(args) -> None:
             out = Path(args.output) / args.game / credit
             out.mkdir(parents=True, exist_ok=True)
             run_dir = out / f"seed{seed}"
-            load, t0 = load_average(), time.perf_counter()
-            run(rlvr_command("train", str(recipe(args.game)), f"seed={seed}", f"tracking.output_dir={run_dir}",
-                             *CREDITS[credit], *([f"steps={args.steps}"] if args.steps else []), *args.set),
-                out / f"seed{seed}.log")
-            result = {"game": args.game, "credit": credit, "seed": seed, "commit": commit(),
+            if (out / f"seed{seed}.json").is_file():
+                print(f"{args.game} {credit} seed {seed}: finished earlier, kept ({out / f'seed{seed}.json'})")
+                continue
+            load, t0, resumed = load_average(), time.perf_counter(), (run_dir / "checkpoints").is_dir()
+            train_resumably([str(recipe(args.game)), f"seed={seed}", *CREDITS[credit],
+                             *([f"steps={args.steps}"] if args.steps else []), *args.set], run_dir,
+                            out / f"seed{seed}.log")
+            result = {"game": args.game, "credit": credit, "seed": seed, "commit": commit(), "resumed": resumed,
                       "wall_seconds": time.perf_counter() - t0, "load_before": load, "load_after": load_average(),
                       "eval": eval_curve(run_dir, args.game)}
             (out / f"seed{seed}.json").write_text(json.dumps(result, indent=2))

@@ -119,16 +119,27 @@ def sample_episodes(recipe: Path, overrides: list[str], problems: int, samples: 
     return [(p, e) for (_, p), group in zip(work, groups) for e in group], cfg.rollout.temperature, seconds
 
 
-def run(command: list[str], log: Path) -> float:
-    """Run a command with its output to `log`; its wall seconds. A failure stops the benchmark and shows the log's
-    end."""
+def run(command: list[str], log: Path, append: bool = False) -> float:
+    """Run a command with its output to `log` (appended to it with `append`); its wall seconds. A failure stops the
+    benchmark and shows the log's end."""
     t0 = time.perf_counter()
-    with log.open("w") as out:
+    with log.open("a" if append else "w") as out:
         code = subprocess.call(command, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
     if code != 0:
         raise SystemExit(f"{' '.join(command)} failed ({code}); last lines of {log}:\n" +
                          "\n".join(log.read_text().splitlines()[-20:]))
     return time.perf_counter() - t0
+
+
+def train_resumably(arguments: list[str], run_dir: Path, log: Path) -> float:
+    """`rlvr train ARGUMENTS` of one benchmark run that a stop does not lose: a checkpoint every 10 steps, and a run
+    directory that already holds one resumes from its last (`--resume auto`, exact), so starting the benchmark again
+    continues where it stopped. This invocation's wall seconds."""
+    resume = (run_dir / "checkpoints").is_dir()
+    command = rlvr_command("train", *arguments, f"tracking.output_dir={run_dir}", "checkpoint.every_steps=10")
+    if resume:
+        print(f"{run_dir}: resuming from its last checkpoint", flush=True)
+    return run(command + (["--resume", "auto"] if resume else []), log, append=resume)
 
 
 # ---------------------------------------------------------------------------------------------------- recipe

@@ -36,7 +36,7 @@ import sys
 import time
 from pathlib import Path
 
-from real_model import ROOT, commit, exact_correct, load_average, rlvr_command, run, sample_episodes
+from real_model import ROOT, commit, exact_correct, load_average, rlvr_command, run, sample_episodes, train_resumably
 
 from rlvr.tracking.jsonl import read_jsonl
 
@@ -155,9 +155,11 @@ def train(args) -> None:
     out.mkdir(parents=True, exist_ok=True)
     for seed in args.seeds:
         run_dir = out / f"seed{seed}"
-        settings = [f"seed={seed}", f"tracking.output_dir={run_dir}", *(["steps=" + str(args.steps)] if args.steps
-                                                                       else []), *args.set]
-        load, t0 = load_average(), time.perf_counter()
+        if (out / f"seed{seed}.json").is_file():
+            print(f"{args.arm} seed {seed}: finished earlier, kept ({out / f'seed{seed}.json'})")
+            continue
+        settings = [f"seed={seed}", *(["steps=" + str(args.steps)] if args.steps else []), *args.set]
+        load, t0, resumed = load_average(), time.perf_counter(), (run_dir / "checkpoints").is_dir()
         sft_seconds = 0.0
         if args.arm == "demo":
             demo_prompts = out / "demo_prompts.jsonl"
@@ -169,12 +171,15 @@ def train(args) -> None:
             demos = out / f"seed{seed}-demonstrations.jsonl"
             write_demonstrations(demos, SFT_DEMOS)
             sft_dir = out / f"seed{seed}-sft"
-            sft_seconds = run(rlvr_command("sft", str(RECIPE), f"seed={seed}", f"sft.data_file={demos}",
-                                           f"sft.output_dir={sft_dir}", f"tracking.output_dir={out / f'seed{seed}-sftlog'}",
-                                           *SFT_SETTINGS), out / f"seed{seed}-sft.log")
+            if not resumed:  # a resumed run's SFT model is the one it started from
+                sft_seconds = run(rlvr_command("sft", str(RECIPE), f"seed={seed}", f"sft.data_file={demos}",
+                                               f"sft.output_dir={sft_dir}",
+                                               f"tracking.output_dir={out / f'seed{seed}-sftlog'}", *SFT_SETTINGS),
+                                  out / f"seed{seed}-sft.log")
             settings.append(f"model.name={sft_dir}")
-        seconds = run(rlvr_command("train", str(RECIPE), *settings), out / f"seed{seed}.log")
-        result = {"arm": args.arm, "seed": seed, "commit": commit(), "wall_seconds": time.perf_counter() - t0,
+        seconds = train_resumably([str(RECIPE), *settings], run_dir, out / f"seed{seed}.log")
+        result = {"arm": args.arm, "seed": seed, "commit": commit(), "resumed": resumed,
+                  "wall_seconds": time.perf_counter() - t0,
                   "sft_seconds": sft_seconds, "rl_seconds": seconds, "load_before": load, "load_after": load_average(),
                   "eval": eval_curve(run_dir), "train": train_curve(run_dir)}
         (out / f"seed{seed}.json").write_text(json.dumps(result, indent=2))
