@@ -401,7 +401,7 @@ def spread(values: list, fmt: str) -> str:
     values = [v for v in values if v is not None and v == v]
     if len(values) < 2:
         return cell(values[0] if values else None, fmt)
-    return f"{format(statistics.mean(values), fmt)} ± {format(statistics.stdev(values), fmt)}"
+    return f"{format(statistics.mean(values), fmt)} ± {format(statistics.stdev(values), fmt.lstrip('+'))}"
 
 
 def print_table(title: str, columns: list[tuple], runs: dict) -> None:
@@ -454,7 +454,8 @@ def summary(out: Path, plots: Path | None) -> None:
                     lambda f, s=s, k=key: first_last(f["eval"], lambda e: e[str(s)][k])) for s in (0, 1)]
         columns += [(f"seat {s}: illegal moves", ".2f",
                      lambda f, s=s: first_last(f["eval"], lambda e: e[str(s)]["illegal_move"])) for s in (0, 1)]
-        columns += [(f"seat {s}: win-or-draw vs starting checkpoint", ".2f",
+        against_start = "win-or-draw" if game == "tictactoe" else "wins"
+        columns += [(f"seat {s}: {against_start} vs the starting checkpoint", ".2f",
                      lambda f, s=s: (f["vs_start"]["start"][f"seat{s}"]["win_or_draw"],
                                      f["vs_start"]["final"][f"seat{s}"]["win_or_draw"])) for s in (0, 1)]
         if game == "kuhn_poker":
