@@ -27,7 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-from real_model import ROOT, commit, load_average, sample_episodes, train_resumably
+from real_model import ROOT, commit, has_checkpoints, load_average, sample_episodes, train_resumably
 
 from rlvr.tracking.jsonl import read_jsonl
 
@@ -142,7 +142,7 @@ def train(args) -> None:
             if (out / f"seed{seed}.json").is_file():
                 print(f"{args.game} {credit} seed {seed}: finished earlier, kept ({out / f'seed{seed}.json'})")
                 continue
-            load, t0, resumed = load_average(), time.perf_counter(), (run_dir / "checkpoints").is_dir()
+            load, t0, resumed = load_average(), time.perf_counter(), has_checkpoints(run_dir)
             train_resumably([str(recipe(args.game)), f"seed={seed}", *CREDITS[credit],
                              *([f"steps={args.steps}"] if args.steps else []), *args.set], run_dir,
                             out / f"seed{seed}.log")

@@ -131,11 +131,16 @@ def run(command: list[str], log: Path, append: bool = False) -> float:
     return time.perf_counter() - t0
 
 
+def has_checkpoints(run_dir: Path) -> bool:
+    """Whether a run stopped after writing a checkpoint (train_resumably then resumes it)."""
+    return (run_dir / "checkpoints").is_dir()
+
+
 def train_resumably(arguments: list[str], run_dir: Path, log: Path) -> float:
     """`rlvr train ARGUMENTS` of one benchmark run that a stop does not lose: a checkpoint every 10 steps, and a run
     directory that already holds one resumes from its last (`--resume auto`, exact), so starting the benchmark again
     continues where it stopped. This invocation's wall seconds."""
-    resume = (run_dir / "checkpoints").is_dir()
+    resume = has_checkpoints(run_dir)
     command = rlvr_command("train", *arguments, f"tracking.output_dir={run_dir}", "checkpoint.every_steps=10")
     if resume:
         print(f"{run_dir}: resuming from its last checkpoint", flush=True)

@@ -36,7 +36,17 @@ import sys
 import time
 from pathlib import Path
 
-from real_model import ROOT, commit, exact_correct, load_average, rlvr_command, run, sample_episodes, train_resumably
+from real_model import (
+    ROOT,
+    commit,
+    exact_correct,
+    has_checkpoints,
+    load_average,
+    rlvr_command,
+    run,
+    sample_episodes,
+    train_resumably,
+)
 
 from rlvr.tracking.jsonl import read_jsonl
 
@@ -159,7 +169,7 @@ def train(args) -> None:
             print(f"{args.arm} seed {seed}: finished earlier, kept ({out / f'seed{seed}.json'})")
             continue
         settings = [f"seed={seed}", *(["steps=" + str(args.steps)] if args.steps else []), *args.set]
-        load, t0, resumed = load_average(), time.perf_counter(), (run_dir / "checkpoints").is_dir()
+        load, t0, resumed = load_average(), time.perf_counter(), has_checkpoints(run_dir)
         sft_seconds = 0.0
         if args.arm == "demo":
             demo_prompts = out / "demo_prompts.jsonl"

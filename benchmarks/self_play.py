@@ -404,13 +404,14 @@ def spread(values: list, fmt: str) -> str:
     return f"{format(statistics.mean(values), fmt)} ± {format(statistics.stdev(values), fmt.lstrip('+'))}"
 
 
-def print_table(title: str, columns: list[tuple], runs: dict) -> None:
+def print_table(title: str, columns: list[tuple], runs: dict, out: Path, kind: str) -> None:
     """A markdown table: one row per seed, then the mean ± sd over the seeds; columns are (header, format,
-    figures -> value)."""
+    figures -> value), followed by each run's minutes of steps."""
     print(f"\n## {title}")
-    print("| seed | " + " | ".join(c[0] for c in columns) + " |")
-    print("|---" * (len(columns) + 1) + "|")
-    values = {seed: [c[2](f) for c in columns] for seed, f in sorted(runs.items())}
+    print("| seed | " + " | ".join(c[0] for c in columns) + " | minutes of steps |")
+    print("|---" * (len(columns) + 2) + "|")
+    columns = [*columns, ("minutes of steps", ".0f", None)]
+    values = {seed: [c[2](f) for c in columns[:-1]] + [minutes(out, kind, seed)] for seed, f in sorted(runs.items())}
     for seed, row in values.items():
         print(f"| {seed} | " + " | ".join(cell(v, c[1]) for v, c in zip(row, columns)) + " |")
     if len(values) > 1:
@@ -440,8 +441,7 @@ def summary(out: Path, plots: Path | None) -> None:
                         ("fresh program lines", ".1f", trend("program_lines")),
                         ("solver on fresh tasks", ".2f", trend("fresh_solve_rate")),
                         ("learnability", ".2f", trend("learnability")),
-                        ("minutes of steps", ".0f", lambda f: f["minutes"]),
-                    ], {seed: {**f, "minutes": minutes(out, "azr", seed)} for seed, f in azr.items()})
+                    ], azr, out, "azr")
         if plots:
             plot_azr(azr, plots / "self_play_azr.png")
     for game in ("tictactoe", "kuhn_poker"):
@@ -465,9 +465,8 @@ def summary(out: Path, plots: Path | None) -> None:
         else:
             columns += [(f"seat {s}: win-or-draw by the referee", ".2f",
                          lambda f, s=s: first_last(f["referee"], lambda e: e[f"seat{s}"]["referee"])) for s in (0, 1)]
-        columns.append(("minutes of steps", ".0f", lambda f: f["minutes"]))
         print_table(f"{game}: held-out matches (first -> last evaluation), starting model -> final model",
-                    columns, {seed: {**f, "minutes": minutes(out, game, seed)} for seed, f in runs.items()})
+                    columns, runs, out, game)
         if plots:
             plot_game(game, runs, plots / f"self_play_{game}.png")
 
