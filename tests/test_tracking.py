@@ -243,3 +243,16 @@ def test_a_run_that_stops_at_a_target_names_the_target_not_an_eta_to_its_cap():
     capped = io.StringIO()
     ConsoleProgress(3200, log_every=1, description="sft", stream=capped).update(8, {"sft/loss": 0.5})
     assert " eta " in capped.getvalue()
+
+
+def test_a_bare_yaml_on_or_off_for_tensorboard_means_the_switch_it_spells(tmp_path):
+    """YAML 1.1 reads `off` as false: `tracking.tensorboard=off` and `tensorboard: off` in a recipe must mean off."""
+    from rlvr.config import load_config
+
+    assert load_config(None, ["tracking.tensorboard=off"]).tracking.sinks() == []
+    assert load_config(None, ["tracking.tensorboard=on"]).tracking.sinks() == ["tensorboard"]
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("tracking:\n  tensorboard: off\n")
+    assert load_config(recipe).tracking.tensorboard == "off"
+    with pytest.raises(ConfigError, match="tracking.tensorboard"):
+        load_config(None, ["tracking.tensorboard=sometimes"])
