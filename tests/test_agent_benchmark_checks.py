@@ -1,0 +1,56 @@
+"""The exact checks of benchmarks/real_tool_use.py and real_games.py: written apart from the rewards and the
+environments, they are what the published agent figures are measured by (docs/results.md)."""
+
+from __future__ import annotations
+
+import sys
+
+from conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from real_games import guess_solved, lake_solved  # noqa: E402
+from real_tool_use import episode_measures  # noqa: E402
+
+QUESTION = "What is 518 * 632?"
+
+
+def conversation(*turns: tuple[str, str]) -> list[dict]:
+    return [{"role": role, "content": content} for role, content in turns]
+
+
+def test_a_call_with_both_operands_and_the_product_meets_all_three_tool_measures():
+    messages = conversation(("assistant", "<calculator>518*632</calculator>"), ("tool", "327376"),
+                            ("assistant", "518 * 632 = 327376"))
+    assert episode_measures(QUESTION, messages, "327376") == {"well_formed": True, "operands": True, "exact": True}
+
+
+def test_a_call_the_calculator_rejects_is_not_well_formed_and_a_call_on_other_numbers_lacks_the_operands():
+    rejected = conversation(("assistant", "<calculator>518 x 632</calculator>"), ("tool", "Error: invalid syntax"),
+                            ("assistant", "327376"))
+    assert episode_measures(QUESTION, rejected, "327376") == {"well_formed": False, "operands": True, "exact": True}
+    other = conversation(("assistant", "<calculator>500*600</calculator>"), ("tool", "300000"),
+                         ("assistant", "About 300000"))
+    assert episode_measures(QUESTION, other, "327376") == {"well_formed": True, "operands": False, "exact": False}
+
+
+def test_no_call_is_measured_as_none_and_the_answer_is_read_from_the_last_assistant_turn_only():
+    messages = conversation(("assistant", "327376"), ("user", "Are you sure?"), ("assistant", "It is 327375."))
+    assert episode_measures([{"role": "user", "content": QUESTION}], messages, "327376") == {
+        "well_formed": False, "operands": False, "exact": False}
+
+
+def test_guess_the_number_is_solved_when_some_guess_s_first_integer_is_the_secret():
+    won = conversation(("assistant", "10"), ("user", "lower"), ("assistant", "7 I think"), ("user", "correct"))
+    assert guess_solved(won, "7")
+    assert not guess_solved(conversation(("assistant", "10 or 7"), ("user", "lower")), "7")
+    assert not guess_solved(conversation(("user", "7")), "7")  # only the player's turns count
+
+
+def test_frozen_lake_walks_each_turn_s_first_move_and_a_hole_ends_the_walk():
+    lake = "SFF/FHF/FFG"
+    assert lake_solved(conversation(("assistant", "right"), ("assistant", "Right, then down"),
+                                    ("assistant", "down"), ("assistant", "down")), lake)
+    assert not lake_solved(conversation(("assistant", "down"), ("assistant", "right"), ("assistant", "right"),
+                                        ("assistant", "down")), lake)  # (1, 1) is a hole
+    assert not lake_solved(conversation(("assistant", "up"), ("assistant", "left")), lake)  # off the grid: stays
