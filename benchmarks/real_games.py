@@ -27,7 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-from real_model import ROOT, commit, has_checkpoints, load_average, sample_episodes, train_resumably
+from real_model import ROOT, commit, has_checkpoints, load_average, mean_sd, sample_episodes, train_resumably
 
 from rlvr.tracking.jsonl import read_jsonl
 
@@ -167,7 +167,7 @@ def num(x: float | None) -> str:
 
 
 def end(curve: list[dict], key: str) -> float | None:
-    """The mean of the last two evaluations (steps 30 and 40 for the recipes): less noisy than the last alone."""
+    """The mean of the last two evaluations (steps 20 and 30 for the recipes): less noisy than the last alone."""
     values = [p[key] for p in curve[-2:] if p.get(key) is not None]
     return statistics.mean(values) if values else None
 
@@ -178,6 +178,7 @@ def summary(args) -> None:
     if not results:
         raise SystemExit(f"no results under {root} (run `train` first)")
     keys = GAMES[args.game]
+    print("End: the mean of the last two held-out evaluations (steps 20 and 30).\n")
     print(f"| credit | seed | success, sampled: base -> end | greedy (exact check) | turns to success | "
           f"{keys['feedback_name']} | {keys['extra_name']} | minutes |")
     print("|---|---|---|---|---|---|---|---|")
@@ -192,12 +193,11 @@ def summary(args) -> None:
                   f"{fmt(c[0]['feedback'])} -> {fmt(end(c, 'feedback'))} | {fmt(c[0]['extra'])} -> "
                   f"{fmt(end(c, 'extra'))} | {r['wall_seconds'] / 60:.0f} |")
 
-        def mean_end(key: str, mine: list[dict] = mine) -> float | None:
-            values = [end(r["eval"], key) for r in mine if end(r["eval"], key) is not None]
-            return statistics.mean(values) if values else None
+        def ends(key: str, show=fmt, mine: list[dict] = mine) -> str:
+            return mean_sd([end(r["eval"], key) for r in mine if end(r["eval"], key) is not None], show)
 
-        print(f"| {credit} | mean | {fmt(mean_end('sampled'))} | {fmt(mean_end('greedy'))} ({fmt(mean_end('exact'))})"
-              f" | {num(mean_end('turns'))} | {fmt(mean_end('feedback'))} | {fmt(mean_end('extra'))} | |")
+        print(f"| {credit} | mean ± sd ({len(mine)} seeds) | {ends('sampled')} | {ends('greedy')} ({ends('exact')}) | "
+              f"{ends('turns', num)} | {ends('feedback')} | {ends('extra')} | |")
     disagreements = sum(p.get("disagree", 0) for r in results for p in r["eval"])
     print(f"greedy games where the exact check and the run's verdict disagree: {disagreements}")
     if args.plot:

@@ -81,6 +81,14 @@ def exact_correct(completion: str, reference: str) -> bool:
     return plain_answer(completion) == (reference if reference.isdigit() else words_number(reference))
 
 
+def mean_sd(values: list[float], show) -> str:
+    """Mean ± sd over seeds (the sd of one seed: 0), each written by `show`; '-' for no values."""
+    if not values:
+        return "-"
+    sd = statistics.stdev(values) if len(values) > 1 else 0.0
+    return f"{show(statistics.mean(values))} ± {show(sd)}"
+
+
 def load_average() -> str:
     return " ".join(f"{x:.1f}" for x in os.getloadavg())
 

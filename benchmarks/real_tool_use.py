@@ -42,6 +42,7 @@ from real_model import (
     exact_correct,
     has_checkpoints,
     load_average,
+    mean_sd,
     rlvr_command,
     run,
     sample_episodes,
@@ -232,12 +233,12 @@ def summary(args) -> None:
                   f"({pct(first['verifier'])} -> {pct(last['verifier'])}) | {pct(sampled['well_formed'][0])} -> "
                   f"{pct(sampled['well_formed'][1])} | {pct(sampled['exact'][0])} -> {pct(sampled['exact'][1])} | "
                   f"{r['wall_seconds'] / 60:.0f} |")
-        means = {key: statistics.mean(r["eval"][-1][key] for r in results) for key in ("well_formed", "operands",
-                                                                                         "exact", "verifier")}
-        late = {key: statistics.mean(statistics.mean(p[key] for p in r["train"][-5:]) for r in results)
+        means = {key: mean_sd([r["eval"][-1][key] for r in results], pct) for key in ("well_formed", "operands",
+                                                                                        "exact", "verifier")}
+        late = {key: mean_sd([statistics.mean(p[key] for p in r["train"][-5:]) for r in results], pct)
                 for key in ("well_formed", "exact")}
-        print(f"| {arm} | mean | {pct(means['well_formed'])} | {pct(means['operands'])} | {pct(means['exact'])} "
-              f"({pct(means['verifier'])}) | {pct(late['well_formed'])} | {pct(late['exact'])} | |")
+        print(f"| {arm} | mean ± sd ({len(results)} seeds) | {means['well_formed']} | {means['operands']} | "
+              f"{means['exact']} ({means['verifier']}) | {late['well_formed']} | {late['exact']} | |")
     if args.plot:
         plot(arms, Path(args.plot))
 
