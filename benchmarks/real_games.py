@@ -81,8 +81,28 @@ def lake_solved(messages: list[dict], lake: str) -> bool:
 SOLVED = {"guess_number": guess_solved, "frozen_lake": lake_solved}
 
 
+def guess_directions(messages: list[dict]) -> dict[str, list[bool]]:
+    """For each reply "higher" / "lower" followed by another guess: whether that guess moved the way the reply said
+    (above / below the guess it answered). A policy blind to the replies that counts upward follows every "higher"
+    and no "lower"; the two shares apart tell it from one that reads them."""
+    out: dict[str, list[bool]] = {"higher": [], "lower": []}
+    last: int | None = None
+    reply: str | None = None
+    for m in messages:
+        if m["role"] == "assistant":
+            found = re.search(r"-?\d+", m["content"])
+            guess = int(found.group()) if found else None
+            if guess is not None and last is not None and reply in out:
+                out[reply].append(guess > last if reply == "higher" else guess < last)
+            last, reply = (guess, None) if guess is not None else (last, None)
+        else:
+            reply = m["content"].strip().lower()
+    return out
+
+
 def greedy_check(run_dir: Path, game: str) -> dict[int, dict[str, float]]:
-    """Per evaluation step: the exact check's success over the greedy games and its disagreements with the run."""
+    """Per evaluation step: the exact check's success over the greedy games, its disagreements with the run, and for
+    guess-the-number the shares of guesses that move the way a "higher" / "lower" reply said (`guess_directions`)."""
     by_step: dict[int, dict[str, dict]] = {}
     for row in read_jsonl(run_dir / "eval_completions.jsonl"):
         by_step.setdefault(row["step"], {})[row["uid"]] = row
@@ -91,6 +111,11 @@ def greedy_check(run_dir: Path, game: str) -> dict[int, dict[str, float]]:
         solved = [SOLVED[game](r.get("messages") or [], r["reference"]) for r in rows.values()]
         out[step] = {"exact": sum(solved) / len(solved),
                      "disagree": sum(s != bool(r["correct"]) for s, r in zip(solved, rows.values()))}
+        if game == "guess_number":
+            moves = [guess_directions(r.get("messages") or []) for r in rows.values()]
+            for reply in ("higher", "lower"):
+                followed = [ok for m in moves for ok in m[reply]]
+                out[step][f"follows_{reply}"] = sum(followed) / len(followed) if followed else None
     return out
 
 
@@ -175,13 +200,18 @@ def end(curve: list[dict], key: str) -> float | None:
 def summary(args) -> None:
     root = Path(args.output) / args.game
     results = [json.loads(p.read_text()) for p in sorted(root.glob("*/seed*.json"))]
+    for r in results:  # the measures of this checkout, read again from the run's own files
+        r["eval"] = eval_curve(root / r["credit"] / f"seed{r['seed']}", args.game)
     if not results:
         raise SystemExit(f"no results under {root} (run `train` first)")
     keys = GAMES[args.game]
     print("End: the mean of the last two held-out evaluations (steps 20 and 30).\n")
+    directions = [("follows_higher", 'greedy: guess above after "higher"'),
+                  ("follows_lower", 'greedy: guess below after "lower"')] if args.game == "guess_number" else []
     print(f"| credit | seed | success, sampled: base -> end | greedy (exact check) | turns to success | "
-          f"{keys['feedback_name']} | {keys['extra_name']} | minutes |")
-    print("|---|---|---|---|---|---|---|---|")
+          f"{keys['feedback_name']} | {keys['extra_name']} | " + "".join(f"{name} | " for _, name in directions) +
+          "minutes |")
+    print("|---|---|---|---|---|---|---|---|" + "---|" * len(directions))
     credits = list(dict.fromkeys(r["credit"] for r in sorted(results, key=lambda r: list(CREDITS).index(r["credit"]))))
     for credit in credits:
         mine = sorted((r for r in results if r["credit"] == credit), key=lambda r: r["seed"])
@@ -191,13 +221,16 @@ def summary(args) -> None:
                   f"{fmt(c[0]['greedy'])} -> {fmt(end(c, 'greedy'))} ({fmt(c[0].get('exact'))} -> "
                   f"{fmt(end(c, 'exact'))}) | {num(c[0]['turns'])} -> {num(end(c, 'turns'))} | "
                   f"{fmt(c[0]['feedback'])} -> {fmt(end(c, 'feedback'))} | {fmt(c[0]['extra'])} -> "
-                  f"{fmt(end(c, 'extra'))} | {r['wall_seconds'] / 60:.0f} |")
+                  f"{fmt(end(c, 'extra'))} | " +
+                  "".join(f"{fmt(c[0].get(key))} -> {fmt(end(c, key))} | " for key, _ in directions) +
+                  f"{r['wall_seconds'] / 60:.0f} |")
 
         def ends(key: str, show=fmt, mine: list[dict] = mine) -> str:
             return mean_sd([end(r["eval"], key) for r in mine if end(r["eval"], key) is not None], show)
 
         print(f"| {credit} | mean ± sd ({len(mine)} seeds) | {ends('sampled')} | {ends('greedy')} ({ends('exact')}) | "
-              f"{ends('turns', num)} | {ends('feedback')} | {ends('extra')} | |")
+              f"{ends('turns', num)} | {ends('feedback')} | {ends('extra')} | " +
+              "".join(f"{ends(key)} | " for key, _ in directions) + "|")
     disagreements = sum(p.get("disagree", 0) for r in results for p in r["eval"])
     print(f"greedy games where the exact check and the run's verdict disagree: {disagreements}")
     if args.plot:

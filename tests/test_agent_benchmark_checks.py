@@ -54,3 +54,14 @@ def test_frozen_lake_walks_each_turn_s_first_move_and_a_hole_ends_the_walk():
     assert not lake_solved(conversation(("assistant", "down"), ("assistant", "right"), ("assistant", "right"),
                                         ("assistant", "down")), lake)  # (1, 1) is a hole
     assert not lake_solved(conversation(("assistant", "up"), ("assistant", "left")), lake)  # off the grid: stays
+
+
+def test_guess_directions_tell_counting_upward_from_reading_the_replies():
+    from real_games import guess_directions
+
+    counting = conversation(("assistant", "1"), ("user", "higher"), ("assistant", "2"), ("user", "higher"),
+                            ("assistant", "3"), ("user", "lower"), ("assistant", "4"))
+    assert guess_directions(counting) == {"higher": [True, True], "lower": [False]}
+    reading = conversation(("assistant", "10"), ("user", "lower"), ("assistant", "I say 5"), ("user", "higher"),
+                           ("assistant", "hmm"), ("user", "Reply with a number."), ("assistant", "7"))
+    assert guess_directions(reading) == {"higher": [], "lower": [True]}  # a non-guess breaks the pair
