@@ -119,6 +119,20 @@ def greedy_check(run_dir: Path, game: str) -> dict[int, dict[str, float]]:
     return out
 
 
+def sampled_directions(run_dir: Path, bucket: int = 10) -> list[dict]:
+    """Guess-the-number's `guess_directions` over the sampled training games (completions.jsonl), pooled per `bucket`
+    steps: the shares of guesses that move the way a "higher" / "lower" reply said, and how many replies each."""
+    pooled: dict[int, dict[str, list[bool]]] = {}
+    for row in read_jsonl(run_dir / "completions.jsonl"):
+        moves = guess_directions(row.get("messages") or [])
+        into = pooled.setdefault((row["step"] - 1) // bucket, {"higher": [], "lower": []})
+        for reply, followed in moves.items():
+            into[reply] += followed
+    return [{"steps": f"{b * bucket + 1}-{(b + 1) * bucket}", "step": (b + 0.5) * bucket,
+             **{f"follows_{reply}": sum(v) / len(v) if v else None for reply, v in pooled[b].items()},
+             **{f"{reply}_replies": len(v) for reply, v in pooled[b].items()}} for b in sorted(pooled)]
+
+
 def eval_curve(run_dir: Path, game: str) -> list[dict]:
     keys = GAMES[game]
     check = greedy_check(run_dir, game)
@@ -201,7 +215,9 @@ def summary(args) -> None:
     root = Path(args.output) / args.game
     results = [json.loads(p.read_text()) for p in sorted(root.glob("*/seed*.json"))]
     for r in results:  # the measures of this checkout, read again from the run's own files
-        r["eval"] = eval_curve(root / r["credit"] / f"seed{r['seed']}", args.game)
+        run_dir = root / r["credit"] / f"seed{r['seed']}"
+        r["eval"] = eval_curve(run_dir, args.game)
+        r["sampled_directions"] = sampled_directions(run_dir) if args.game == "guess_number" else []
     if not results:
         raise SystemExit(f"no results under {root} (run `train` first)")
     keys = GAMES[args.game]
@@ -233,8 +249,28 @@ def summary(args) -> None:
               "".join(f"{ends(key)} | " for key, _ in directions) + "|")
     disagreements = sum(p.get("disagree", 0) for r in results for p in r["eval"])
     print(f"greedy games where the exact check and the run's verdict disagree: {disagreements}")
+    if args.game == "guess_number":
+        print_sampled_directions(results, credits)
     if args.plot:
         plot(results, args.game, Path(args.plot))
+
+
+def print_sampled_directions(results: list[dict], credits: list[str]) -> None:
+    """Whether the sampled training games read the replies: first 10 steps -> last 10 (`sampled_directions`)."""
+    print('\nSampled training games, steps 1-10 -> 21-30 (replies counted in brackets):\n')
+    print('| credit | seed | next guess above after "higher" | next guess below after "lower" |')
+    print("|---|---|---|---|")
+    for credit in credits:
+        mine = sorted((r for r in results if r["credit"] == credit), key=lambda r: r["seed"])
+        for r in mine:
+            first, last = r["sampled_directions"][0], r["sampled_directions"][-1]
+            print(f"| {credit} | {r['seed']} | " + " | ".join(
+                f"{fmt(first[f'follows_{reply}'])} ({first[f'{reply}_replies']}) -> {fmt(last[f'follows_{reply}'])} "
+                f"({last[f'{reply}_replies']})" for reply in ("higher", "lower")) + " |")
+        print(f"| {credit} | mean ± sd ({len(mine)} seeds) | " + " | ".join(
+            f"{mean_sd([r['sampled_directions'][0][f'follows_{reply}'] for r in mine], fmt)} -> "
+            f"{mean_sd([r['sampled_directions'][-1][f'follows_{reply}'] for r in mine], fmt)}"
+            for reply in ("higher", "lower")) + " |")
 
 
 def plot(results: list[dict], game: str, path: Path) -> None:
@@ -246,7 +282,7 @@ def plot(results: list[dict], game: str, path: Path) -> None:
     keys = GAMES[game]
     panels = (("sampled", "success within the turn budget\n(sampled held-out games)", 100),
               ("turns", "turns to success", 1), ("feedback", keys["feedback_name"], 100))
-    fig, axes = plt.subplots(1, 3, figsize=(14, 4))
+    fig, axes = plt.subplots(1, 4 if game == "guess_number" else 3, figsize=(18 if game == "guess_number" else 14, 4))
     colors = {"episode": "tab:blue", "gigpo": "tab:orange"}
     for credit in dict.fromkeys(r["credit"] for r in results):
         mine = [r for r in results if r["credit"] == credit]
@@ -262,6 +298,19 @@ def plot(results: list[dict], game: str, path: Path) -> None:
             ax.set_title(title)
             ax.set_xlabel("GRPO step")
             ax.grid(alpha=0.3)
+        if game == "guess_number":
+            for reply, style in (("higher", ":"), ("lower", "-")):
+                buckets = [p["step"] for p in mine[0]["sampled_directions"]]
+                means = [statistics.mean(100 * r["sampled_directions"][i][f"follows_{reply}"] for r in mine
+                                         if r["sampled_directions"][i][f"follows_{reply}"] is not None)
+                         for i in range(len(buckets))]
+                axes[3].plot(buckets, means, color=colors[credit], linestyle=style, marker="o",
+                             label=f"{credit}: guess {'above' if reply == 'higher' else 'below'} after \"{reply}\"")
+            axes[3].set_title("sampled training games: the next guess\nmoves the way the reply said (per 10 steps)")
+            axes[3].set_xlabel("GRPO step")
+            axes[3].set_ylabel("%")
+            axes[3].grid(alpha=0.3)
+            axes[3].legend(fontsize=8)
     axes[0].set_ylabel("%")
     axes[2].set_ylabel("%")
     axes[0].legend(fontsize=8)

@@ -65,3 +65,18 @@ def test_guess_directions_tell_counting_upward_from_reading_the_replies():
     reading = conversation(("assistant", "10"), ("user", "lower"), ("assistant", "I say 5"), ("user", "higher"),
                            ("assistant", "hmm"), ("user", "Reply with a number."), ("assistant", "7"))
     assert guess_directions(reading) == {"higher": [], "lower": [True]}  # a non-guess breaks the pair
+
+
+def test_sampled_directions_pool_the_training_games_per_ten_steps(tmp_path):
+    import json
+
+    from real_games import sampled_directions
+
+    up = conversation(("assistant", "1"), ("user", "higher"), ("assistant", "2"), ("user", "lower"), ("assistant", "3"))
+    down = conversation(("assistant", "10"), ("user", "lower"), ("assistant", "4"))
+    rows = [{"step": 1, "messages": up}, {"step": 10, "messages": down}, {"step": 11, "messages": down}]
+    (tmp_path / "completions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    first, second = sampled_directions(tmp_path)
+    assert (first["steps"], first["follows_higher"], first["follows_lower"], first["lower_replies"]) == \
+        ("1-10", 1.0, 0.5, 2)
+    assert (second["steps"], second["follows_higher"], second["follows_lower"]) == ("11-20", None, 1.0)
