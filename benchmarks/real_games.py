@@ -267,10 +267,12 @@ def print_sampled_directions(results: list[dict], credits: list[str]) -> None:
             print(f"| {credit} | {r['seed']} | " + " | ".join(
                 f"{fmt(first[f'follows_{reply}'])} ({first[f'{reply}_replies']}) -> {fmt(last[f'follows_{reply}'])} "
                 f"({last[f'{reply}_replies']})" for reply in ("higher", "lower")) + " |")
-        print(f"| {credit} | mean ± sd ({len(mine)} seeds) | " + " | ".join(
-            f"{mean_sd([r['sampled_directions'][0][f'follows_{reply}'] for r in mine], fmt)} -> "
-            f"{mean_sd([r['sampled_directions'][-1][f'follows_{reply}'] for r in mine], fmt)}"
-            for reply in ("higher", "lower")) + " |")
+
+        def shares(at: int, reply: str, mine: list[dict] = mine) -> str:
+            return mean_sd([x for r in mine if (x := r["sampled_directions"][at][f"follows_{reply}"]) is not None], fmt)
+
+        print(f"| {credit} | mean ± sd ({len(mine)} seeds) | " +
+              " | ".join(f"{shares(0, reply)} -> {shares(-1, reply)}" for reply in ("higher", "lower")) + " |")
 
 
 def plot(results: list[dict], game: str, path: Path) -> None:
