@@ -214,65 +214,57 @@ def end(curve: list[dict], key: str) -> float | None:
 def summary(args) -> None:
     root = Path(args.output) / args.game
     results = [json.loads(p.read_text()) for p in sorted(root.glob("*/seed*.json"))]
+    if not results:
+        raise SystemExit(f"no results under {root} (run `train` first)")
     for r in results:  # the measures of this checkout, read again from the run's own files
         run_dir = root / r["credit"] / f"seed{r['seed']}"
         r["eval"] = eval_curve(run_dir, args.game)
         r["sampled_directions"] = sampled_directions(run_dir) if args.game == "guess_number" else []
-    if not results:
-        raise SystemExit(f"no results under {root} (run `train` first)")
+    by_credit = {credit: sorted((r for r in results if r["credit"] == credit), key=lambda r: r["seed"])
+                 for credit in CREDITS if any(r["credit"] == credit for r in results)}
     keys = GAMES[args.game]
-    print("End: the mean of the last two held-out evaluations (steps 20 and 30).\n")
-    directions = [("follows_higher", 'greedy: guess above after "higher"'),
-                  ("follows_lower", 'greedy: guess below after "lower"')] if args.game == "guess_number" else []
-    print(f"| credit | seed | success, sampled: base -> end | greedy (exact check) | turns to success | "
-          f"{keys['feedback_name']} | {keys['extra_name']} | " + "".join(f"{name} | " for _, name in directions) +
-          "minutes |")
-    print("|---|---|---|---|---|---|---|---|" + "---|" * len(directions))
-    credits = list(dict.fromkeys(r["credit"] for r in sorted(results, key=lambda r: list(CREDITS).index(r["credit"]))))
-    for credit in credits:
-        mine = sorted((r for r in results if r["credit"] == credit), key=lambda r: r["seed"])
+    columns = [("sampled", "success, sampled"), ("greedy", "success, greedy"), ("exact", "greedy, by the exact check"),
+               ("turns", "turns to success"), ("feedback", keys["feedback_name"]), ("extra", keys["extra_name"])]
+    if args.game == "guess_number":
+        columns += [("follows_higher", 'greedy: guess above after "higher"'),
+                    ("follows_lower", 'greedy: guess below after "lower"')]
+    show = {key: num if key == "turns" else fmt for key, _ in columns}
+    print("Base -> end, end being the mean of the last two held-out evaluations (steps 20 and 30).\n")
+    print("| credit | seed | " + " | ".join(name for _, name in columns) + " | minutes |")
+    print("|---|---|" + "---|" * len(columns) + "---|")
+    for credit, mine in by_credit.items():
         for r in mine:
             c = r["eval"]
-            print(f"| {credit} | {r['seed']} | {fmt(c[0]['sampled'])} -> {fmt(end(c, 'sampled'))} | "
-                  f"{fmt(c[0]['greedy'])} -> {fmt(end(c, 'greedy'))} ({fmt(c[0].get('exact'))} -> "
-                  f"{fmt(end(c, 'exact'))}) | {num(c[0]['turns'])} -> {num(end(c, 'turns'))} | "
-                  f"{fmt(c[0]['feedback'])} -> {fmt(end(c, 'feedback'))} | {fmt(c[0]['extra'])} -> "
-                  f"{fmt(end(c, 'extra'))} | " +
-                  "".join(f"{fmt(c[0].get(key))} -> {fmt(end(c, key))} | " for key, _ in directions) +
-                  f"{r['wall_seconds'] / 60:.0f} |")
-
-        def ends(key: str, show=fmt, mine: list[dict] = mine) -> str:
-            return mean_sd([end(r["eval"], key) for r in mine if end(r["eval"], key) is not None], show)
-
-        print(f"| {credit} | mean ± sd ({len(mine)} seeds) | {ends('sampled')} | {ends('greedy')} ({ends('exact')}) | "
-              f"{ends('turns', num)} | {ends('feedback')} | {ends('extra')} | " +
-              "".join(f"{ends(key)} | " for key, _ in directions) + "|")
+            print(f"| {credit} | {r['seed']} | " + " | ".join(f"{show[k](c[0].get(k))} -> {show[k](end(c, k))}"
+                                                           for k, _ in columns) + f" | {r['wall_seconds'] / 60:.0f} |")
+        ends = [mean_sd([x for r in mine if (x := end(r["eval"], k)) is not None], show[k]) for k, _ in columns]
+        print(f"| {credit} | mean ± sd ({len(mine)} seeds) | " + " | ".join(ends) + " | |")
     disagreements = sum(p.get("disagree", 0) for r in results for p in r["eval"])
     print(f"greedy games where the exact check and the run's verdict disagree: {disagreements}")
     if args.game == "guess_number":
-        print_sampled_directions(results, credits)
+        print_sampled_directions(by_credit)
     if args.plot:
         plot(results, args.game, Path(args.plot))
 
 
-def print_sampled_directions(results: list[dict], credits: list[str]) -> None:
+def print_sampled_directions(by_credit: dict[str, list[dict]]) -> None:
     """Whether the sampled training games read the replies: first 10 steps -> last 10 (`sampled_directions`)."""
-    print('\nSampled training games, steps 1-10 -> 21-30 (replies counted in brackets):\n')
+    print("\nSampled training games, steps 1-10 -> 21-30 (replies counted in brackets):\n")
     print('| credit | seed | next guess above after "higher" | next guess below after "lower" |')
     print("|---|---|---|---|")
-    for credit in credits:
-        mine = sorted((r for r in results if r["credit"] == credit), key=lambda r: r["seed"])
+    replies = ("higher", "lower")
+    for credit, mine in by_credit.items():
         for r in mine:
             first, last = r["sampled_directions"][0], r["sampled_directions"][-1]
             print(f"| {credit} | {r['seed']} | " + " | ".join(
                 f"{fmt(first[f'follows_{reply}'])} ({first[f'{reply}_replies']}) -> {fmt(last[f'follows_{reply}'])} "
-                f"({last[f'{reply}_replies']})" for reply in ("higher", "lower")) + " |")
+                f"({last[f'{reply}_replies']})" for reply in replies) + " |")
 
         def shares(at: int, reply: str, mine: list[dict] = mine) -> str:
             return mean_sd([x for r in mine if (x := r["sampled_directions"][at][f"follows_{reply}"]) is not None], fmt)
 
         print(f"| {credit} | mean ± sd ({len(mine)} seeds) | " +
-              " | ".join(f"{shares(0, reply)} -> {shares(-1, reply)}" for reply in ("higher", "lower")) + " |")
+              " | ".join(f"{shares(0, reply)} -> {shares(-1, reply)}" for reply in replies) + " |")
 
 
 def plot(results: list[dict], game: str, path: Path) -> None:
