@@ -237,7 +237,7 @@ def summary(args) -> None:
             c = r["eval"]
             print(f"| {credit} | {r['seed']} | " + " | ".join(f"{show[k](c[0].get(k))} -> {show[k](end(c, k))}"
                                                            for k, _ in columns) + f" | {r['wall_seconds'] / 60:.0f} |")
-        ends = [mean_sd([x for r in mine if (x := end(r["eval"], k)) is not None], show[k]) for k, _ in columns]
+        ends = [mean_sd([end(r["eval"], k) for r in mine], show[k]) for k, _ in columns]
         print(f"| {credit} | mean ± sd ({len(mine)} seeds) | " + " | ".join(ends) + " | |")
     disagreements = sum(p.get("disagree", 0) for r in results for p in r["eval"])
     print(f"greedy games where the exact check and the run's verdict disagree: {disagreements}")
@@ -261,7 +261,7 @@ def print_sampled_directions(by_credit: dict[str, list[dict]]) -> None:
                 f"({last[f'{reply}_replies']})" for reply in replies) + " |")
 
         def shares(at: int, reply: str, mine: list[dict] = mine) -> str:
-            return mean_sd([x for r in mine if (x := r["sampled_directions"][at][f"follows_{reply}"]) is not None], fmt)
+            return mean_sd([r["sampled_directions"][at][f"follows_{reply}"] for r in mine], fmt)
 
         print(f"| {credit} | mean ± sd ({len(mine)} seeds) | " +
               " | ".join(f"{shares(0, reply)} -> {shares(-1, reply)}" for reply in replies) + " |")

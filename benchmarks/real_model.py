@@ -81,12 +81,14 @@ def exact_correct(completion: str, reference: str) -> bool:
     return plain_answer(completion) == (reference if reference.isdigit() else words_number(reference))
 
 
-def mean_sd(values: list[float], show) -> str:
-    """Mean ± sd over seeds (the sd of one seed: 0), each written by `show`; '-' for no values."""
+def mean_sd(values: list[float | None], show) -> str:
+    """Mean ± sample sd over seeds, each written by `show` (the sd without a sign; 0 for one seed); seeds without
+    the figure (None, NaN) are skipped; '-' when none has it."""
+    values = [v for v in values if v is not None and v == v]
     if not values:
         return "-"
     sd = statistics.stdev(values) if len(values) > 1 else 0.0
-    return f"{show(statistics.mean(values))} ± {show(sd)}"
+    return f"{show(statistics.mean(values))} ± {show(sd).lstrip('+')}"
 
 
 def load_average() -> str:

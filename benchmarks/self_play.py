@@ -43,6 +43,8 @@ import time
 from fractions import Fraction
 from pathlib import Path
 
+from real_model import mean_sd
+
 ROOT = Path(__file__).resolve().parent.parent
 RECIPES = {"azr": "absolute_zero.yaml", "tictactoe": "tictactoe_self_play.yaml",
            "kuhn_poker": "kuhn_poker_self_play.yaml"}
@@ -401,7 +403,7 @@ def spread(values: list, fmt: str) -> str:
     values = [v for v in values if v is not None and v == v]
     if len(values) < 2:
         return cell(values[0] if values else None, fmt)
-    return f"{format(statistics.mean(values), fmt)} ± {format(statistics.stdev(values), fmt.lstrip('+'))}"
+    return mean_sd(values, lambda v: format(v, fmt))
 
 
 def print_table(title: str, columns: list[tuple], runs: dict, out: Path, kind: str) -> None:
