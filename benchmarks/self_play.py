@@ -349,9 +349,9 @@ def game_figures(game: str, run: Path, vs_checkpoint: int) -> dict:
     if game == "tictactoe":
         figures["referee"] = ttt_figures(run)
     else:
-        import yaml
+        from rlvr.config import read_yaml
 
-        tokens = yaml.safe_load((run / "config.yaml").read_text())["rollout"]["max_new_tokens"]  # as the run replied
+        tokens = read_yaml(run / "config.yaml")["rollout"]["max_new_tokens"]  # as the run replied
         figures["exact"] = {"start": kuhn_exact_values(base, tokens), "final": kuhn_exact_values(final, tokens)}
     return figures
 

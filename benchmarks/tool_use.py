@@ -21,9 +21,8 @@ import time
 from pathlib import Path
 
 import torch
-import yaml
 
-from rlvr.config import RunConfig, apply_overrides, build_config
+from rlvr.config import RunConfig, apply_overrides, build_config, read_yaml
 from rlvr.envs import make_tasks
 from rlvr.envs.base import verify
 from rlvr.models.loading import load_model, load_tokenizer
@@ -179,7 +178,7 @@ def main() -> None:
     parser.add_argument("overrides", nargs="*", help="recipe overrides for both arms, e.g. algorithm.turn_credit=gigpo")
     args = parser.parse_args()
     root = Path(args.out)
-    base = apply_overrides(yaml.safe_load(RECIPE.read_text()), args.overrides)
+    base = apply_overrides(read_yaml(RECIPE), args.overrides)
     rows = [run_arm(base, arm, seed, root, args.steps) for seed in args.seeds for arm in args.arms]
     (root / "summary.json").write_text(json.dumps(rows, indent=2))
     plot(rows, root / "tool_use.png")

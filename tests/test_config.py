@@ -64,3 +64,31 @@ def test_without_ray_installed_asking_for_it_names_the_extra(monkeypatch):
     cfg = load_config(None, ["cluster.ray_address=auto"])
     with pytest.raises(RlvrError, match=r"pip install 'rlvr\[ray\]'"):
         make_reward_pool(cfg.rewards, cfg.cluster)
+
+
+def test_recipes_and_overrides_read_yaml_1_2_so_a_bare_word_stays_a_word(tmp_path):
+    """PyYAML's YAML 1.1 reads on/off/yes/no as booleans, 010 as 8, 1:30 as 90 and a date as a date, so a judge's
+    `yes: [Yes, yes]` became `{True: [True, True]}`; YAML 1.2's core schema keeps each what it looks like."""
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(
+        "rewards:\n  functions:\n    - function: judge\n"
+        "      args: {model: m, yes: [Yes, yes, On], no: [No, no, Off]}\n"
+        "data:\n  tasks:\n    - name: arithmetic\n"
+        "      args: {mode: off, code: 010, clock: 1:30, day: 2026-11-28, scale: 1e-3, hex: 0x1F, flag: true, none: ~}\n")
+    cfg = load_config(recipe, ["data.tasks.0.args.extra=no", "optim.lr=3e-6", "tracking.tensorboard=off"])
+    assert cfg.rewards.functions[0].args == {"model": "m", "yes": ["Yes", "yes", "On"], "no": ["No", "no", "Off"]}
+    assert cfg.data.tasks[0].args == {"mode": "off", "code": 10, "clock": "1:30", "day": "2026-11-28", "scale": 1e-3,
+                                      "hex": 31, "flag": True, "none": None, "extra": "no"}
+    assert cfg.optim.lr == 3e-6 and cfg.tracking.tensorboard == "off"
+    assert parse_override("x.y=1e5") == (["x", "y"], 1e5) and parse_override("x.y=model.v2") == (["x", "y"], "model.v2")
+
+
+def test_a_written_config_reads_back_the_same_with_strings_that_look_like_other_types(tmp_path):
+    """config.yaml (what --resume and `rlvr report` read) quotes every string YAML 1.1 or 1.2 could read otherwise."""
+    from rlvr.config import dump_config
+
+    args = {"a": "1e-5", "b": "on", "c": "010", "d": "0o17", "e": "true", "f": "2026-11-28", "g": 1e-5, "h": 7}
+    cfg = load_config(None, [f"data.tasks.0.args={args!r}".replace("'", '"')])
+    assert cfg.data.tasks[0].args == args
+    dump_config(cfg, tmp_path / "config.yaml")
+    assert load_config(tmp_path / "config.yaml") == cfg

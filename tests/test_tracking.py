@@ -246,7 +246,8 @@ def test_a_run_that_stops_at_a_target_names_the_target_not_an_eta_to_its_cap():
 
 
 def test_a_bare_yaml_on_or_off_for_tensorboard_means_the_switch_it_spells(tmp_path):
-    """YAML 1.1 reads `off` as false: `tracking.tensorboard=off` and `tensorboard: off` in a recipe must mean off."""
+    """`tracking.tensorboard=off` and `tensorboard: off` in a recipe mean off (recipes are read as YAML 1.2, where
+    `off` is a word, not YAML 1.1's false)."""
     from rlvr.config import load_config
 
     assert load_config(None, ["tracking.tensorboard=off"]).tracking.sinks() == []

@@ -30,13 +30,12 @@ def cmd_train(args) -> None:
 
 def print_dry_run(cfg) -> None:
     """The resolved config and the run's facts (model size, task sizes, the first prompt as encoded)."""
-    import yaml
-
+    from rlvr.config.yaml_io import dump_yaml
     from rlvr.reporting.run_facts import describe_run
     from rlvr.tracking.console import format_facts
 
     print("# resolved config")
-    print(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False).rstrip())
+    print(dump_yaml(cfg.model_dump(mode="json")).rstrip())
     print("\n# run")
     print(format_facts(describe_run(cfg)))
     print("\ndry run: nothing was trained or written.")

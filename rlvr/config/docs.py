@@ -24,7 +24,9 @@ Generated from the schema in `rlvr/config/` by `python -m rlvr.config.docs > doc
 when this file is stale. Set keys in a YAML recipe, as `key.sub=value` on the command line (anywhere after the
 recipe; list items by index: `data.tasks.0.args.path=x.jsonl`), or as keyword arguments of `rlvr.train`
 (`steps=50`, `optim={"lr": 1e-6}`, `**{"rollout.max_new_tokens": 512}`). `rlvr train RECIPE --dry-run` prints
-the resolved configuration. Coming from TRL or verl: docs/coming_from_trl_verl.md.
+the resolved configuration. Recipes and override values are read as YAML 1.2: only `true`/`false` are booleans
+(`off`, `yes` stay words; boolean keys take them too), `1e-5` is a number, `010` is 10. Coming from TRL or verl:
+docs/coming_from_trl_verl.md.
 """
 
 

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ValidationError
 
 from rlvr.config.overrides import Origins, apply_overrides, override_of
 from rlvr.config.run import RunConfig
+from rlvr.config.yaml_io import dump_yaml, load_yaml
 from rlvr.errors import ConfigError, did_you_mean
 
 
@@ -78,7 +79,7 @@ def resolve_recipe(path: str | Path) -> Path:
 def read_yaml(path: str | Path) -> dict:
     p = resolve_recipe(path)
     try:
-        data = yaml.safe_load(p.read_text()) or {}
+        data = load_yaml(p.read_text()) or {}
     except yaml.YAMLError as e:
         raise ConfigError(f"Recipe '{path}' is not valid YAML: {e}") from None
     if not isinstance(data, dict):
@@ -137,4 +138,4 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
 
 
 def dump_config(config: RunConfig, path: str | Path) -> None:
-    Path(path).write_text(yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False))
+    Path(path).write_text(dump_yaml(config.model_dump(mode="json")))

@@ -8,6 +8,7 @@ from typing import Any
 import yaml
 
 from rlvr.config.run import RunConfig
+from rlvr.config.yaml_io import load_yaml
 from rlvr.errors import ConfigError
 
 Origins = dict[tuple[str, ...], str]  # dotted key path -> the override that set it
@@ -20,22 +21,17 @@ def override_of(loc: tuple[str, ...], origins: Origins) -> str | None:
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
-    """'optim.lr=1e-5' -> (['optim', 'lr'], 1e-05). Values are parsed as YAML scalars/lists."""
+    """'optim.lr=1e-5' -> (['optim', 'lr'], 1e-05). Values are parsed as YAML 1.2 scalars/lists
+    (`off` stays a word, `1e-5` is a number)."""
     if "=" not in text:
         raise ConfigError(f"Override '{text}' is not of the form key.sub=value (e.g. optim.lr=1e-5).")
     key, raw = text.split("=", 1)
     if not key or any(not p for p in key.split(".")):
         raise ConfigError(f"Override '{text}' has an empty key; write it as key.sub=value.")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        value = load_yaml(raw) if raw.strip() else ""
     except yaml.YAMLError:
         value = raw
-    # YAML reads '1e-5' as a string; numbers in scientific notation are meant as numbers.
-    if isinstance(value, str):
-        try:
-            value = float(value) if any(c in value for c in ".eE") else value
-        except ValueError:
-            pass
     return key.split("."), value
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 
 from rlvr.config.base import Section
 
@@ -68,12 +68,6 @@ class TrackingConfig(Section):
     wandb: WandbSettings = WandbSettings()
     mlflow: MlflowSettings = MlflowSettings()
     trackio: TrackioSettings = TrackioSettings()
-
-    @field_validator("tensorboard", mode="before")
-    @classmethod
-    def _yaml_switch(cls, value: object) -> object:
-        """YAML 1.1 reads a bare `on`/`off` (and `true`/`false`) as a boolean: take it as the switch it spells."""
-        return {True: "on", False: "off"}.get(value, value) if isinstance(value, bool) else value
 
     @model_validator(mode="after")
     def _tensorboard_not_contradicted(self) -> TrackingConfig:

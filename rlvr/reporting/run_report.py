@@ -256,12 +256,12 @@ def _by_group(rows: list[dict]) -> dict[tuple[str, str], list[dict]]:
 
 
 def facts_table(run_dir: Path, rows: list[dict]) -> str:
-    import yaml
+    from rlvr.config.yaml_io import load_yaml
 
     facts: dict[str, str] = {"run": str(run_dir.resolve())}
     config_path = run_dir / "config.yaml"
     if config_path.is_file():
-        c = yaml.safe_load(config_path.read_text()) or {}
+        c = load_yaml(config_path.read_text()) or {}
         a, d, r = c.get("algorithm", {}), c.get("data", {}), c.get("rollout", {})
         facts["model"] = str(c.get("model", {}).get("name"))
         facts["tasks"] = ", ".join(t.get("label") or t.get("name") for t in d.get("tasks", []))
