@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -95,13 +96,35 @@ def test_a_save_that_fails_midway_leaves_the_previous_checkpoint_and_is_cleaned_
         raise OSError("disk vanished")
 
     monkeypatch.setattr(checkpoint, phase, fail)
-    with pytest.raises(RlvrError, match=r"Could not write checkpoint .*step-0000002: disk vanished\. The earlier "
+    with pytest.raises(RlvrError, match=r"Could not write checkpoint .*step-0000002: disk vanished \(.* GiB free on its disk\)\. The earlier "
                                         r"checkpoints under .* are intact"):
         save(2)
     assert list_checkpoints(previous.parent) == [previous] and checkpoint_damage(previous) is None
     monkeypatch.undo()
     save(3)
     assert sorted(p.name for p in previous.parent.iterdir()) == ["step-0000001", "step-0000003"]
+
+
+class WriterError(Exception):
+    """What a writer that is not Python's file API raises when the disk fills (as safetensors' SafetensorError)."""
+
+
+@pytest.mark.parametrize("free", [10**6, 10**12])
+def test_a_writer_failing_in_its_own_words_is_a_disk_error_only_when_the_disk_is_full(save, monkeypatch, free):
+    """A full disk can fail a save with any exception type: it gets the checkpoint message and its space back; the
+    same exception with the disk not full is a defect, raised as it is (not dressed as a disk problem)."""
+    previous = save(1)
+
+    def fail(*args, **kwargs):
+        raise WriterError("I/O error: No space left on device (os error 28)")
+
+    monkeypatch.setattr(checkpoint, "save_pretrained", fail)
+    monkeypatch.setattr(checkpoint.shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(10**13, 10**13, free))
+    expected = (RlvrError, r"Could not write checkpoint .*step-0000002: I/O error.* \(0\.00 GiB free on its disk\)\. "
+                r"The earlier checkpoints under .* are intact") if free < 2**30 else (WriterError, "os error 28")
+    with pytest.raises(expected[0], match=expected[1]):
+        save(2)
+    assert sorted(p.name for p in previous.parent.iterdir()) == ["step-0000001"]  # no half-written .tmp left
 
 
 def test_a_second_run_on_a_directory_in_use_is_refused_until_the_first_one_exits(fast_config, tmp_path):

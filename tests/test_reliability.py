@@ -142,6 +142,30 @@ def test_full_disk_is_refused_before_any_compute(fast_config, monkeypatch):
     assert not (out / "metrics.jsonl").exists() and not (out / "checkpoints").exists()
 
 
+def test_a_disk_that_fills_during_the_run_stops_it_at_the_next_checkpoint_with_what_to_do(fast_config, monkeypatch):
+    """Space is checked before every checkpoint, not only at the start: a save that ran out part way failed with
+    the writer's own error (safetensors' SafetensorError) and a traceback."""
+    cfg = build_config(fast_config(steps=3, checkpoint={"every_steps": 1}, eval={"every_steps": 0},
+                                   tracking={"console": False, "tensorboard": "off"}))
+    trainer = Trainer(cfg)
+    saves = []
+    real_save = trainer.save
+
+    def save_then_fill_the_disk(*args, **kwargs):
+        saves.append(real_save(*args, **kwargs))
+        monkeypatch.setattr("rlvr.training.resources.shutil.disk_usage",
+                            lambda path: shutil._ntuple_diskusage(10**9, 10**9, 1000))
+        return saves[-1]
+
+    monkeypatch.setattr(trainer, "save", save_then_fill_the_disk)
+    with pytest.raises(RlvrError, match=r"Not enough disk space for a checkpoint in .*: 0\.00 GiB free.*The "
+                                        r"checkpoints already written are intact: free some space and continue "
+                                        r"with --resume auto\."):
+        trainer.fit()
+    assert [p.name for p in saves] == ["step-0000001"]
+    assert sorted(p.name for p in (Path(cfg.tracking.output_dir) / "checkpoints").iterdir()) == ["step-0000001"]
+
+
 def test_a_metrics_row_torn_by_a_kill_is_dropped_on_resume(tmp_path):
     path = tmp_path / "metrics.jsonl"
     path.write_text('{"step": 1, "x": 1}\n{"step": 2, "x": 2}\n{"step": 3, "x": 3}\n{"step": 4, "x"')

@@ -69,6 +69,11 @@ def _discard(path: Path) -> None:
     shutil.rmtree(trash, ignore_errors=True)
 
 
+# A writer that runs out of space says so in its own words (safetensors' SafetensorError, torch.save's RuntimeError):
+# a failed write that leaves less than this free is taken as the disk being full.
+NEARLY_FULL_BYTES = 2**30
+
+
 def write_dir_atomically(path: str | Path, fill: Callable[[Path], None]) -> Path:
     """Run `fill` on a hidden sibling directory, fsync what it wrote, then rename it to `path` (replacing an
     existing one), so `path` is either the old directory or the whole new one, never a partial one."""
@@ -76,10 +81,14 @@ def write_dir_atomically(path: str | Path, fill: Callable[[Path], None]) -> Path
     tmp = path.with_name(f".tmp-{path.name}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    fill(tmp)
-    for f in tmp.rglob("*"):
-        _fsync(f)
-    _fsync(tmp)
+    try:
+        fill(tmp)
+        for f in tmp.rglob("*"):
+            _fsync(f)
+        _fsync(tmp)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)  # a failed write gives its space back at once
+        raise
     if path.exists():
         _discard(path)
     os.rename(tmp, path)
@@ -130,9 +139,13 @@ def save_checkpoint(root: str | Path, step: int, model, tokenizer, state: dict[s
     final = root / f"step-{step:07d}"
     try:
         write_dir_atomically(final, fill)
-    except OSError as e:
-        raise RlvrError(f"Could not write checkpoint {final}: {e}. The earlier checkpoints under {root} are intact; "
-                        f"free disk space (or fix the directory) and continue with --resume auto.") from e
+    except Exception as e:
+        free = shutil.disk_usage(root).free
+        if not isinstance(e, OSError) and free >= NEARLY_FULL_BYTES:
+            raise
+        raise RlvrError(f"Could not write checkpoint {final}: {e} ({free / 2**30:.2f} GiB free on its disk). The "
+                        f"earlier checkpoints under {root} are intact; free disk space (or fix the directory) and "
+                        f"continue with --resume auto.") from e
     prune_checkpoints(root, keep_last, protected)
     return final
 

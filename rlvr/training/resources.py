@@ -32,10 +32,12 @@ def _gib(n: int) -> str:
     return f"{n / 2**30:.2f} GiB"
 
 
-def ensure_disk_space(path: str | Path, needed: int) -> None:
-    """Refuse to start when the disk holding `path` has less free space than one checkpoint needs."""
+def ensure_disk_space(path: str | Path, needed: int, mid_run: bool = False) -> None:
+    """Refuse to start, or mid-run to write the next checkpoint, when the disk holding `path` has less free space
+    than one checkpoint needs (a write that runs out of space part way would fail with the writer's own error)."""
     free = shutil.disk_usage(path).free
     if free < needed:
+        then = ("The checkpoints already written are intact: free some space and continue with --resume auto."
+                if mid_run else "Free some space or choose another tracking.output_dir.")
         raise RlvrError(f"Not enough disk space for a checkpoint in '{path}': {_gib(free)} free, one checkpoint needs "
-                        f"about {_gib(needed)} (weights plus optimizer state). Free some space or choose another "
-                        f"tracking.output_dir.")
+                        f"about {_gib(needed)} (weights plus optimizer state). {then}")

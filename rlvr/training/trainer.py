@@ -137,7 +137,8 @@ class Trainer:
         source = str(resume_path) if resume_path else self.initial_model
         self.tokenizer = load_tokenizer(source, cfg.model.trust_remote_code)
         model = self._load_policy(resume_path)
-        ensure_disk_space(self.out, checkpoint_bytes(model))
+        self.checkpoint_bytes = checkpoint_bytes(model)  # the whole model's, before any sharding
+        ensure_disk_space(self.out, self.checkpoint_bytes)
         self.parallel = make_parallel(model, strategy, cfg.model.device)
         self.model = self.parallel.model
         if cfg.model.compile_layers:
@@ -429,6 +430,7 @@ class Trainer:
         model_state = self.parallel.model_state()
         path = None
         if is_main():
+            ensure_disk_space(self.out, self.checkpoint_bytes, mid_run=True)
             path = save_checkpoint(self.out / "checkpoints", self.step, self.model, self.tokenizer, state,
                                    self.cfg.checkpoint.keep_last, model_state=model_state)
         barrier()
