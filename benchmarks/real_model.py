@@ -147,11 +147,13 @@ def has_checkpoints(run_dir: Path) -> bool:
 
 
 def train_resumably(arguments: list[str], run_dir: Path, log: Path) -> float:
-    """`rlvr train ARGUMENTS` of one benchmark run that a stop does not lose: a checkpoint every 10 steps, and a run
-    directory that already holds one resumes from its last (`--resume auto`, exact), so starting the benchmark again
-    continues where it stopped. This invocation's wall seconds."""
+    """`rlvr train ARGUMENTS` of one benchmark run that a stop does not lose: a checkpoint every 10 steps (only the
+    last kept: a series of seeds of a 135M model would otherwise hold 3 GB a run), and a run directory that already
+    holds one resumes from its last (`--resume auto`, exact), so starting the benchmark again continues where it
+    stopped. This invocation's wall seconds."""
     resume = has_checkpoints(run_dir)
-    command = rlvr_command("train", *arguments, f"tracking.output_dir={run_dir}", "checkpoint.every_steps=10")
+    command = rlvr_command("train", *arguments, f"tracking.output_dir={run_dir}", "checkpoint.every_steps=10",
+                           "checkpoint.keep_last=1")
     if resume:
         print(f"{run_dir}: resuming from its last checkpoint", flush=True)
     return run(command + (["--resume", "auto"] if resume else []), log, append=resume)
