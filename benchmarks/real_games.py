@@ -27,7 +27,16 @@ import sys
 import time
 from pathlib import Path
 
-from real_model import ROOT, commit, has_checkpoints, load_average, mean_sd, sample_episodes, train_resumably
+from real_model import (
+    ROOT,
+    commit,
+    has_checkpoints,
+    load_average,
+    mean_sd,
+    run_minutes,
+    sample_episodes,
+    train_resumably,
+)
 
 from rlvr.tracking.jsonl import read_jsonl
 
@@ -236,7 +245,7 @@ def summary(args) -> None:
         for r in mine:
             c = r["eval"]
             print(f"| {credit} | {r['seed']} | " + " | ".join(f"{show[k](c[0].get(k))} -> {show[k](end(c, k))}"
-                                                           for k, _ in columns) + f" | {r['wall_seconds'] / 60:.0f} |")
+                                                           for k, _ in columns) + f" | {run_minutes(r)} |")
         ends = [mean_sd([end(r["eval"], k) for r in mine], show[k]) for k, _ in columns]
         print(f"| {credit} | mean ± sd ({len(mine)} seeds) | " + " | ".join(ends) + " | |")
     disagreements = sum(p.get("disagree", 0) for r in results for p in r["eval"])

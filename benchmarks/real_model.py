@@ -91,6 +91,11 @@ def mean_sd(values: list[float | None], show) -> str:
     return f"{show(statistics.mean(values))} ± {show(sd).lstrip('+')}"
 
 
+def run_minutes(result: dict) -> str:
+    """A benchmark run's wall minutes for a table; a resumed run's cover only the invocation that finished it."""
+    return f"{result['wall_seconds'] / 60:.0f}" + (" (resumed: last part only)" if result.get("resumed") else "")
+
+
 def load_average() -> str:
     return " ".join(f"{x:.1f}" for x in os.getloadavg())
 

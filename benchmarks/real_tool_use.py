@@ -45,6 +45,7 @@ from real_model import (
     mean_sd,
     rlvr_command,
     run,
+    run_minutes,
     sample_episodes,
     train_resumably,
 )
@@ -232,7 +233,7 @@ def summary(args) -> None:
                   f"{pct(first['operands'])} -> {pct(last['operands'])} | {pct(first['exact'])} -> {pct(last['exact'])} "
                   f"({pct(first['verifier'])} -> {pct(last['verifier'])}) | {pct(sampled['well_formed'][0])} -> "
                   f"{pct(sampled['well_formed'][1])} | {pct(sampled['exact'][0])} -> {pct(sampled['exact'][1])} | "
-                  f"{r['wall_seconds'] / 60:.0f} |")
+                  f"{run_minutes(r)} |")
         means = {key: mean_sd([r["eval"][-1][key] for r in results], pct) for key in ("well_formed", "operands",
                                                                                         "exact", "verifier")}
         late = {key: mean_sd([statistics.mean(p[key] for p in r["train"][-5:]) for r in results], pct)
