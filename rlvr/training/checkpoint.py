@@ -25,6 +25,7 @@ import torch
 
 from rlvr.errors import RlvrError
 from rlvr.models.loading import save_pretrained
+from rlvr.training.resources import gib
 
 STATE_FILE = "trainer_state.pt"
 MANIFEST = "MANIFEST.json"
@@ -143,7 +144,7 @@ def save_checkpoint(root: str | Path, step: int, model, tokenizer, state: dict[s
         free = shutil.disk_usage(root).free
         if not isinstance(e, OSError) and free >= NEARLY_FULL_BYTES:
             raise
-        raise RlvrError(f"Could not write checkpoint {final}: {e} ({free / 2**30:.2f} GiB free on its disk). The "
+        raise RlvrError(f"Could not write checkpoint {final}: {e} ({gib(free)} free on its disk). The "
                         f"earlier checkpoints under {root} are intact; free disk space (or fix the directory) and "
                         f"continue with --resume auto.") from e
     prune_checkpoints(root, keep_last, protected)

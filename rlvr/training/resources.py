@@ -28,7 +28,7 @@ def checkpoint_bytes(model: torch.nn.Module) -> int:
     return 3 * sum(p.numel() * p.element_size() for p in model.parameters())
 
 
-def _gib(n: int) -> str:
+def gib(n: int) -> str:
     return f"{n / 2**30:.2f} GiB"
 
 
@@ -39,5 +39,5 @@ def ensure_disk_space(path: str | Path, needed: int, mid_run: bool = False) -> N
     if free < needed:
         then = ("The checkpoints already written are intact: free some space and continue with --resume auto."
                 if mid_run else "Free some space or choose another tracking.output_dir.")
-        raise RlvrError(f"Not enough disk space for a checkpoint in '{path}': {_gib(free)} free, one checkpoint needs "
-                        f"about {_gib(needed)} (weights plus optimizer state). {then}")
+        raise RlvrError(f"Not enough disk space for a checkpoint in '{path}': {gib(free)} free, one checkpoint needs "
+                        f"about {gib(needed)} (weights plus optimizer state). {then}")
