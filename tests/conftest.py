@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 import torch
-import yaml
+
+from rlvr.config.yaml_io import dump_yaml
 
 # Tiny models gain nothing from more threads, and one thread per process keeps the many processes a test
 # starts (CLI runs, reward workers, data-parallel ranks) from oversubscribing the cores.
@@ -86,7 +87,7 @@ def fast_config(tmp_path):
 def write_recipe(tmp_path):
     def write(data: dict, name: str = "recipe.yaml") -> Path:
         path = tmp_path / name
-        path.write_text(yaml.safe_dump(data))
+        path.write_text(dump_yaml(data))
         return path
 
     return write

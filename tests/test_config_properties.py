@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from rlvr.config import RunConfig, build_config, load_config
+from rlvr.config.yaml_io import CoreSchemaDumper
 from rlvr.errors import ConfigError
 
 # Letters that cannot spell a number, a boolean ('t', 'no', 'off', ...) or 'inf'/'nan'.
@@ -140,7 +141,7 @@ def as_overrides(path: tuple[str, ...], value: Any) -> list[str]:
         return [f"data.prompts_per_step={value['prompts_per_step']}",
                 f"rollout.samples_per_prompt={value['samples_per_prompt']}",
                 f"optim.mini_batches={value['mini_batches']}"]
-    return [f"{'.'.join(path)}={yaml.safe_dump(value, default_flow_style=True, width=10**6).strip().removesuffix('...').strip()}"]
+    return [f"{'.'.join(path)}={yaml.dump(value, Dumper=CoreSchemaDumper, default_flow_style=True, width=10**6).strip().removesuffix('...').strip()}"]
 
 
 @settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
