@@ -6,17 +6,18 @@
 #   bash benchmarks/run_gpu_suite.sh [step generate sampling tests quickstart]      (default all: about 9.5 minutes)
 #   bash benchmarks/run_gpu_suite.sh --cpu                                          (the rehearsal on a CPU)
 # Wheels the GPU image lacks (trl, datasets, pydantic, math-verify, ...) are installed from ./.whl when that folder
-# exists (docs/engines.md says how to fill it); nothing is downloaded.
+# exists (docs/engines.md says how to fill it; they are built for the GPU image's Python 3.12); nothing is downloaded.
+# The CPU rehearsal runs on this machine's own packages and leaves .whl alone.
 set -o pipefail
 OUT=${OUT:-gpu-results}
+PY=${PYTHON:-python3}
 mkdir -p "$OUT"
-if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    || exit 1
+if [[ " $* " != *" --cpu "* ]] && [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    || { echo "could not install the wheels in .whl for $("$PY" -V 2>&1): refill .whl as docs/engines.md says" >&2; exit 1; }
   export PYTHONPATH=/tmp/site
 fi
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
-PY=${PYTHON:-python3}
 "$PY" - <<'PY' 2>&1 | tee "$OUT/env.txt"
 import importlib, subprocess, torch
 print("cuda", torch.cuda.is_available(), torch.cuda.get_device_name() if torch.cuda.is_available() else "-")

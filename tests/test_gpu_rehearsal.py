@@ -94,3 +94,21 @@ def test_a_part_that_hangs_is_killed_with_its_process_group_and_the_next_part_ru
     assert "the next part ran" in (tmp_path / "out" / "next.txt").read_text()
     summary = (tmp_path / "out" / "summary.txt").read_text().splitlines()
     assert "killed at its 2 s limit" in summary[0] and summary[1].split()[:2] == ["next", "ok"]
+
+
+def test_the_wheels_for_the_gpu_image_are_installed_for_its_run_and_left_alone_by_the_rehearsal(tmp_path):
+    """.whl holds wheels built for the GPU image's Python (docs/engines.md): the CPU rehearsal runs on this machine's
+    packages whatever that folder holds, and a GPU run whose wheels will not install stops at once saying so."""
+    for name in ("benchmarks", "rlvr"):
+        (tmp_path / name).symlink_to(ROOT / name)
+    (tmp_path / ".whl").mkdir()
+    (tmp_path / ".whl" / "elsewhere-1.0-cp399-cp399-manylinux_2_17_x86_64.whl").write_bytes(b"not this machine's")
+    env = {**ENV, "PYTHON": sys.executable}
+    rehearsal = subprocess.run(["bash", "benchmarks/run_gpu_suite.sh", "--cpu", "sampling"], cwd=tmp_path, text=True,
+                               capture_output=True, env={**env, "OUT": str(tmp_path / "rehearsal")}, timeout=600)
+    assert rehearsal.returncode == 0, rehearsal.stdout[-3000:] + rehearsal.stderr[-3000:]
+    assert (tmp_path / "rehearsal" / "summary.txt").read_text().split()[:2] == ["sampling_step", "ok"]
+    gpu_run = subprocess.run(["bash", "benchmarks/run_gpu_suite.sh", "sampling"], cwd=tmp_path, text=True,
+                             capture_output=True, env={**env, "OUT": str(tmp_path / "gpu")}, timeout=120)
+    assert gpu_run.returncode == 1 and "refill .whl as docs/engines.md says" in gpu_run.stderr
+    assert not (tmp_path / "gpu" / "summary.txt").exists()
