@@ -77,7 +77,7 @@ def test_gguf_references_that_lead_nowhere_say_what_to_write(tmp_path):
         gguf_path(str(tmp_path / "missing.gguf"))
 
 
-def test_the_cache_key_follows_the_file(tmp_path):
+def test_the_cache_key_follows_the_file_and_the_conversion(tmp_path, monkeypatch):
     path = fake_gguf(tmp_path / "m.gguf")
     key = cache_key(path)
     assert key.startswith("m-") and cache_key(path) == key
@@ -87,6 +87,9 @@ def test_the_cache_key_follows_the_file(tmp_path):
     fake_gguf(path, size=32)
     os.utime(path, ns=(1, 1))
     assert cache_key(path) != touched
+    resized = cache_key(path)
+    monkeypatch.setattr(gguf, "CONVERSION", gguf.CONVERSION + 1)
+    assert cache_key(path) != resized  # a copy written by an older conversion is converted again
 
 
 def test_processes_starting_together_convert_once_and_never_see_half_a_directory(monkeypatch, cache, tmp_path):

@@ -95,6 +95,22 @@ def test_the_packaged_model_is_an_ordinary_cached_hf_directory(smol, monkeypatch
     assert resolve_model_name(str(gguf_file.parent), gguf_file.name) == str(smol)
 
 
+def test_the_tokenizer_takes_the_special_tokens_its_gguf_file_declares(smol):
+    """transformers' GGUF tokenizer reading differs by version (5.17 read SmolLM2's EOS as `<|im_start|>` and no pad
+    token): the conversion takes the file's own metadata, so a tokenizer read any other way is set right."""
+    from transformers import AutoTokenizer
+
+    from rlvr.models.gguf import declare_special_tokens, special_token_ids
+
+    declared = special_token_ids(Path(json.loads((smol / SOURCE_FILE).read_text())["gguf"]))
+    assert declared == {"eos_token": 2, "bos_token": 1, "pad_token": 2, "unk_token": 0}
+    tok = AutoTokenizer.from_pretrained(smol)
+    tok.eos_token, tok.pad_token = "<|im_start|>", None  # as transformers 5.17 read the file
+    declare_special_tokens(tok, declared)
+    assert (tok.eos_token, tok.eos_token_id, tok.bos_token, tok.pad_token, tok.unk_token) == \
+        ("<|im_end|>", 2, "<|im_start|>", "<|im_end|>", "<|endoftext|>")
+
+
 def test_the_base_model_by_its_short_name_in_dry_run_and_eval(smol, tmp_path, capsys):
     from rlvr.cli.main import main
 

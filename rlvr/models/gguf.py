@@ -28,6 +28,9 @@ from rlvr.errors import RlvrError
 
 CACHE_ENV = "RLVR_CACHE_DIR"
 SOURCE_FILE = "rlvr_gguf_source.json"  # written into each cached directory: where it came from
+# Part of every cache key: raised whenever convert() writes a different directory, so copies made by an older rlvr
+# (2: special tokens from the file's metadata) are converted again rather than read.
+CONVERSION = 2
 
 
 @dataclass(frozen=True)
@@ -111,10 +114,11 @@ def cache_root() -> Path:
 
 
 def cache_key(path: Path) -> str:
-    """The cache entry of a GGUF file: its name plus a hash of its absolute path, size and modification time."""
+    """The cache entry of a GGUF file: its name plus a hash of its absolute path, size, modification time and the
+    conversion's version."""
     resolved = path.resolve()
     stat = resolved.stat()
-    digest = hashlib.sha256(f"{resolved}\0{stat.st_size}\0{stat.st_mtime_ns}".encode()).hexdigest()[:16]
+    digest = hashlib.sha256(f"{resolved}\0{stat.st_size}\0{stat.st_mtime_ns}\0{CONVERSION}".encode()).hexdigest()[:16]
     return f"{resolved.stem}-{digest}"
 
 
@@ -124,15 +128,38 @@ def _require_gguf_reader(path: Path) -> None:
                         f"with `{install_command()}` (or `make install`).")
 
 
+SPECIAL_TOKEN_KEYS = {"eos_token": "tokenizer.ggml.eos_token_id", "bos_token": "tokenizer.ggml.bos_token_id",
+                      "pad_token": "tokenizer.ggml.padding_token_id", "unk_token": "tokenizer.ggml.unknown_token_id"}
+
+
+def special_token_ids(path: Path) -> dict[str, int]:
+    """The special tokens the GGUF file at `path` declares in its metadata (eos_token -> id, ...)."""
+    from gguf import GGUFReader
+
+    fields = GGUFReader(str(path)).fields
+    declared = {name: fields.get(key) for name, key in SPECIAL_TOKEN_KEYS.items()}
+    return {name: int(field.parts[field.data[0]][0]) for name, field in declared.items() if field is not None}
+
+
+def declare_special_tokens(tokenizer, ids: dict[str, int]) -> None:
+    """Give `tokenizer` the special tokens its GGUF file declares. transformers' GGUF tokenizer reading differs by
+    version (5.17 made SmolLM2's EOS `<|im_start|>`, the BOS, and left it without a pad token); the file is the
+    authority, so generation stops where the model was trained to stop under every version."""
+    for name, token_id in ids.items():
+        if getattr(tokenizer, f"{name}_id") != token_id:
+            setattr(tokenizer, name, tokenizer.convert_ids_to_tokens(token_id))
+
+
 def convert(path: Path, out: Path) -> None:
-    """Dequantize the GGUF model at `path` into an HF directory `out` (float32 weights, the file's tokenizer, chat
-    template and generation config)."""
+    """Dequantize the GGUF model at `path` into an HF directory `out` (float32 weights, the file's tokenizer with
+    the special tokens its metadata declares, chat template and generation config)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     _require_gguf_reader(path)
     try:
         tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+        declare_special_tokens(tokenizer, special_token_ids(path))
         model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
     except (OSError, ValueError, KeyError, RuntimeError) as e:
         raise RlvrError(f"Could not read the GGUF model {path}: {type(e).__name__}: {e}") from None
