@@ -137,8 +137,8 @@ def special_token_ids(path: Path) -> dict[str, int]:
     from gguf import GGUFReader
 
     fields = GGUFReader(str(path)).fields
-    declared = {name: fields.get(key) for name, key in SPECIAL_TOKEN_KEYS.items()}
-    return {name: int(field.parts[field.data[0]][0]) for name, field in declared.items() if field is not None}
+    return {name: int(fields[key].parts[fields[key].data[0]][0]) for name, key in SPECIAL_TOKEN_KEYS.items()
+            if key in fields}
 
 
 def declare_special_tokens(tokenizer, ids: dict[str, int]) -> None:
