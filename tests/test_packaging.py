@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import sysconfig
+import zipfile
 from pathlib import Path
 
 from conftest import ROOT
@@ -24,6 +25,9 @@ def test_the_installed_wheel_finds_its_recipes_from_any_directory(tmp_path):
     _run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path / "dist"),
          str(ROOT))
     (wheel,) = (tmp_path / "dist").glob("rlvr-*.whl")
+    with zipfile.ZipFile(wheel) as archive:  # the license as an SPDX expression (PEP 639), not a deprecated table
+        metadata = archive.read(next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))).decode()
+    assert "License-Expression: Apache-2.0" in metadata.splitlines()
     venv = tmp_path / "venv"
     _run(sys.executable, "-m", "venv", "--without-pip", str(venv))
     python = venv / "bin" / "python"

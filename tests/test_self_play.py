@@ -13,6 +13,7 @@ import pytest
 import torch
 from conftest import assert_policy_runs_were_sampled
 from test_episodes import CHATML, RecordingEngine
+from transformers import AutoModelForCausalLM
 
 from rlvr.algorithms import ADVANTAGES, AdvantageInputs
 from rlvr.config import EnvConfig, RunConfig, TaskConfig, TinyModelConfig
@@ -25,9 +26,11 @@ from rlvr.envs.two_player import Match, RandomPlayer
 from rlvr.errors import ConfigError, RlvrError
 from rlvr.models.loading import build_tiny_model, save_pretrained, train_tokenizer
 from rlvr.models.prompts import PromptEncoder
-from rlvr.rollout import SamplingParams
+from rlvr.rollout import SamplingParams, group_generator
+from rlvr.rollout.chat_models import EngineChatModels, frozen_model
 from rlvr.rollout.collect import make_collector
 from rlvr.rollout.episodes import EpisodeRunner
+from rlvr.rollout.hf import HFRolloutEngine
 from rlvr.tasks import GroupResult, make_task
 from rlvr.tasks.absolute_zero import AbsoluteZeroTask, learnability, score
 from rlvr.tasks.program_io import REJECTIONS
@@ -262,6 +265,12 @@ def expected_value(p1, p2) -> Fraction:
     return total
 
 
+def played(match: Match) -> Match:
+    """`match` after its fixed players have moved (a match is set up without moving them)."""
+    match.advance()
+    return match
+
+
 @pytest.mark.parametrize("alpha", [Fraction(0), Fraction(1, 6), Fraction(1, 3)])
 def test_kuhn_equilibrium_play_is_worth_minus_one_eighteenth_to_player_one(alpha):
     eq = KuhnEquilibrium(random.Random(0), alpha)
@@ -271,7 +280,7 @@ def test_kuhn_equilibrium_play_is_worth_minus_one_eighteenth_to_player_one(alpha
     assert expected_value(eq.policy, always_bet) > GAME_VALUE  # ... nor as player 2: player 1 gains more
     # the sampled player follows the strategy: 3,000 hands against itself come close to the value
     rng = random.Random(1)
-    chips = [Match(KuhnPoker(rng), [KuhnEquilibrium(rng, alpha), KuhnEquilibrium(rng, alpha)]).returns()[0]
+    chips = [played(Match(KuhnPoker(rng), [KuhnEquilibrium(rng, alpha), KuhnEquilibrium(rng, alpha)])).returns()[0]
              for _ in range(3000)]
     assert abs(sum(chips) / len(chips) - float(GAME_VALUE)) < 0.06
 
@@ -362,7 +371,7 @@ def test_both_seats_episodes_are_token_exact_against_the_environments_text(game)
             assert_policy_runs_were_sampled(prompt, ep.token_ids, ep.policy_mask, sampled)
             # the first tokens are the environment's (the seat is told its side before it moves)
             assert ep.token_ids == [] or not ep.policy_mask[0]
-    # the second seat moved after waiting for the first; TicTacToe matches went on past a move a seat
+    # the second seat moved after awaiting the first's move; TicTacToe matches went on past a move a seat
     assert seats == {"seat0", "seat1"} and second_moved and longest >= (2 if game == "tictactoe" else 1)
 
 
@@ -393,6 +402,99 @@ def test_a_match_against_a_frozen_checkpoint(game_policy, tmp_path):
         make_task("tictactoe", 0, {"eval_opponent": "equilibrium"})  # TicTacToe has no equilibrium player
 
 
+class PlainDecodeModels:
+    """The reference for the checkpoint opponent: each move's tokens drawn one at a time from a full forward of the
+    model (no cache, no engine) at temperature 1, from the conversation's generator seeded as the opponent seeds it
+    (how the opponent decoded inside rlvr.envs before it played through a rollout engine). Remembers its replies
+    (with the length of the conversation they answer)."""
+
+    def __init__(self, model, tok):
+        self.model, self.tok, self.replies = model, tok, []
+
+    def open(self, model_dir, seed, max_new_tokens):
+        generator = torch.Generator().manual_seed(seed)
+        models = self
+
+        class Chat:
+            def reply(self, messages):
+                text = models.tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+                ids, out = models.tok(text, add_special_tokens=False)["input_ids"], []
+                for _ in range(max_new_tokens):
+                    with torch.no_grad():
+                        logits = models.model(input_ids=torch.tensor([ids + out])).logits[0, -1]
+                    token = int(torch.multinomial(logits.float().softmax(-1), 1, generator=generator))
+                    if token == models.tok.eos_token_id:
+                        break
+                    out.append(token)
+                models.replies.append((len(messages), models.tok.decode(out, skip_special_tokens=True)))
+                return models.replies[-1][1]
+
+        return Chat()
+
+
+class RecordingChatModels(EngineChatModels):
+    """The runner's chat models, remembering every reply (with the length of the conversation it answers)."""
+
+    def __init__(self):
+        self.replies = []
+
+    def open(self, model_dir, seed, max_new_tokens):
+        chat, replies = super().open(model_dir, seed, max_new_tokens), self.replies
+
+        class Recorded:
+            def reply(self, messages):
+                replies.append((len(messages), chat.reply(messages)))
+                return replies[-1][1]
+
+        return Recorded()
+
+
+def test_the_checkpoint_opponent_plays_through_the_hf_engine_the_moves_a_plain_decode_of_it_samples(tmp_path):
+    model, tok = leaning_policy("tictactoe")
+    save_pretrained(model, tok, tmp_path / "frozen")
+    task = make_tasks([TaskConfig(name="tictactoe", args={"opponent": str(tmp_path / "frozen")})], 0)[0]
+    work = [(task, task.problem("train", i)) for i in range(4)]
+
+    def play(models):
+        generators = [group_generator(torch.device("cpu"), 5, g) for g in range(len(work))]
+        _, groups = EpisodeRunner(RecordingEngine(model, tok), PromptEncoder(tok), models).play(
+            work, SamplingParams(n=4, max_new_tokens=4), generators)
+        return [(e.token_ids, e.messages) for g in groups for e in g]
+
+    frozen_model.cache_clear()
+    saved = AutoModelForCausalLM.from_pretrained(tmp_path / "frozen").eval()  # no output-layer bias: not `model`
+    through_engine, reference = RecordingChatModels(), PlainDecodeModels(saved, tok)
+    assert play(through_engine) == play(reference)
+    assert through_engine.replies == reference.replies and len(reference.replies) >= 12  # the same moves, many
+    assert max(length for length, _ in reference.replies) >= 4  # a second move, answering its own first one
+    engine, _ = frozen_model(str((tmp_path / "frozen").resolve()))
+    assert isinstance(engine, HFRolloutEngine) and frozen_model.cache_info().currsize == 1  # loaded once
+
+
+def test_a_match_against_a_checkpoint_is_set_up_without_loading_it_and_plays_only_through_a_runner(game_policy,
+                                                                                                   tmp_path):
+    model, tok = game_policy
+    save_pretrained(model, tok, tmp_path / "frozen")
+    frozen_model.cache_clear()
+    task = make_tasks([TaskConfig(name="tictactoe", args={"opponent": str(tmp_path / "frozen")})], 0)[0]
+    x, o = task.make_envs(task.problem("train", 0), 2)  # x plays seat 0 (the policy moves first), o seat 1
+    assert frozen_model.cache_info().misses == 0  # neither the task nor the matches loaded the checkpoint
+    assert "You are X." in x.reply().messages[0]["content"]
+    with pytest.raises(RlvrError, match="built without chat models"):
+        o.reply()  # the checkpoint's first move as X, outside an episode runner
+
+
+def test_no_environment_decodes_with_a_model_of_its_own():
+    """Models run in the rollout engines only: no module of rlvr.envs touches logits, a cache or torch."""
+    import re
+    from pathlib import Path
+
+    import rlvr.envs
+
+    for path in Path(rlvr.envs.__file__).parent.glob("*.py"):
+        assert not re.search(r"logits|past_key_values|DynamicCache|\btorch\b", path.read_text()), path
+
+
 def test_game_settings_that_cannot_work_are_named():
     with pytest.raises(ConfigError, match="needs up to 5 turns"):
         make_tasks([TaskConfig(name="tictactoe", env={"name": "tictactoe", "max_turns": 3})], 0)
@@ -403,9 +505,9 @@ def test_game_settings_that_cannot_work_are_named():
         make_collector(1, tasks=[make_task("absolute_zero", 0, {})])
 
 
-@ENVIRONMENTS.register("test_waits_forever")
-class WaitsForever(Environment):
-    starts_waiting = True
+@ENVIRONMENTS.register("test_awaits_forever")
+class AwaitsForever(Environment):
+    starts_awaiting_reply = True
 
     def step(self, text):
         return EnvStep(done=True)
@@ -417,10 +519,10 @@ class WaitsForever(Environment):
         return Outcome(0.0, False)
 
 
-def test_episodes_that_all_wait_are_a_clear_error(game_policy):
+def test_episodes_that_all_await_a_reply_are_a_clear_error(game_policy):
     model, tok = game_policy
-    task = EnvTask(make_task("arithmetic", 0, {"max_operand": 9}), EnvConfig(name="test_waits_forever"))
-    with pytest.raises(RlvrError, match="waits for a reply that never comes"):
+    task = EnvTask(make_task("arithmetic", 0, {"max_operand": 9}), EnvConfig(name="test_awaits_forever"))
+    with pytest.raises(RlvrError, match="awaits a reply that never comes"):
         EpisodeRunner(RecordingEngine(model, tok), PromptEncoder(tok)).play(
             [(task, task.problem("train", 0))], SamplingParams(n=2, max_new_tokens=4))
 
@@ -429,7 +531,7 @@ def test_random_players_finish_every_match():
     rng = random.Random(0)
     for game in (TicTacToe, KuhnPoker):
         for _ in range(50):
-            match = Match(game(rng), [RandomPlayer(rng), RandomPlayer(rng)])
+            match = played(Match(game(rng), [RandomPlayer(rng), RandomPlayer(rng)]))
             assert match.over and sum(match.returns()) == 0 and match.illegal == [0, 0]
 
 
@@ -482,8 +584,7 @@ def test_self_play_trains_with_roles_and_a_resumed_run_takes_exactly_the_next_st
     assert done[0] == done[1] and done[0]
 
 
-def test_the_static_engines_kept_cache_plays_waiting_seats_as_re_encoding_does():
-    from rlvr.rollout import group_generator
+def test_the_static_engines_kept_cache_plays_seats_awaiting_replies_as_re_encoding_does():
     from rlvr.rollout.static import StaticCacheEngine
 
     model, tok = leaning_policy("tictactoe")
@@ -498,6 +599,6 @@ def test_the_static_engines_kept_cache_plays_waiting_seats_as_re_encoding_does()
         return [e for g in groups for e in g]
 
     fresh, kept = play(False), play(True)
-    assert max(e.turns for e in fresh) >= 2  # seats waited and went on
+    assert max(e.turns for e in fresh) >= 2  # seats awaited their replies and went on
     assert [e.token_ids for e in kept] == [e.token_ids for e in fresh]
     assert [e.policy_mask for e in kept] == [e.policy_mask for e in fresh]

@@ -15,8 +15,9 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
+from rlvr.errors import RlvrError
 from rlvr.registry import Registry
 from rlvr.tasks.base import Problem, Task
 
@@ -30,7 +31,8 @@ class EnvStep:
     messages: list[Message] = field(default_factory=list)  # appended to the episode unless it is over
     reward: float | None = None  # a turn reward, if the environment gives one
     done: bool = False
-    wait: bool = False  # the reply depends on other episodes (another seat's move): `reply()` gives it later
+    # the reply depends on other episodes (another seat's move): the episode awaits it, and `reply()` gives it later
+    awaiting_reply: bool = False
 
 
 @dataclass
@@ -41,22 +43,52 @@ class Outcome:
     success: bool
 
 
+class Chat(Protocol):
+    """One conversation with a model other than the policy."""
+
+    def reply(self, messages: list[Message]) -> str:
+        """The model's next turn after `messages` (text, special tokens removed)."""
+        ...
+
+
+class ChatModels(Protocol):
+    """The models besides the policy that environments may talk to (a game's frozen-checkpoint opponent). The
+    episode runner hands its own to `Environment.for_group`: each model generates through a rollout engine
+    (rlvr.rollout.chat_models), so no environment loads or runs a model itself."""
+
+    def open(self, model: str, seed: int, max_new_tokens: int) -> Chat:
+        """A conversation with the saved model directory `model`, sampled from a stream seeded by `seed`, at most
+        `max_new_tokens` tokens a turn."""
+        ...
+
+
+class NoChatModels:
+    """Where no episode runner plays the environments (a task checking its arguments, a test of an environment
+    alone): a conversation with a model is refused when it begins."""
+
+    def open(self, model: str, seed: int, max_new_tokens: int) -> Chat:
+        raise RlvrError(f"An environment asked to talk to the model {model}, but it was built without chat models; "
+                        "environments that consult a model are played by rlvr.rollout's EpisodeRunner, which "
+                        "supplies them.")
+
+
 class Environment(ABC):
     """One episode's environment. Subclasses take the problem and the task (its verifier, its answer parser)
     plus their own keyword arguments from `data.tasks[].env.args`."""
 
     tools: list = []  # rlvr.envs.tools.Tool objects offered to the model (schemas go to the chat template)
-    # The first assistant turn comes after a reply (`reply()`), e.g. a game's seat told its side and the board: the
-    # group's shared prompt is the opening without the assistant header.
-    starts_waiting = False
+    # The episode opens awaiting a reply: its first assistant turn comes after one (`reply()`), e.g. a game's seat told
+    # its side and the board; the group's shared prompt is the opening without the assistant header.
+    starts_awaiting_reply = False
 
     def __init__(self, problem: Problem, task: Task):
         self.problem, self.task = problem, task
 
     @classmethod
-    def for_group(cls, problem: Problem, task: Task, n: int, **args: Any) -> list[Environment]:
-        """The environments of one group's `n` episodes (`args`: data.tasks[].env.args). Episodes that play each
-        other (the seats of a game, docs/self_play.md) share their match here; by default n independent ones."""
+    def for_group(cls, problem: Problem, task: Task, n: int, models: ChatModels, **args: Any) -> list[Environment]:
+        """The environments of one group's `n` episodes (`args`: data.tasks[].env.args; `models`: the models besides
+        the policy they may talk to). Episodes that play each other (the seats of a game, docs/self_play.md) share
+        their match here; by default n independent ones."""
         return [cls(problem, task, **args) for _ in range(n)]
 
     def reset(self) -> list[Message]:
@@ -78,14 +110,15 @@ class Environment(ABC):
         return {}
 
     def reply(self) -> EnvStep | None:
-        """While the episode waits (after `step` returned `wait`, or before its first turn when `starts_waiting`):
-        the reply once the episodes it depends on have moved, None while they have not. Its reward, if any, is
-        added to the last turn's."""
-        raise NotImplementedError(f"{type(self).__name__} made an episode wait but does not implement reply()")
+        """While the episode awaits a reply (after `step` returned `awaiting_reply`, or before its first turn when
+        `starts_awaiting_reply`): the reply once the episodes it depends on have moved, None while they have not. Its
+        reward, if any, is added to the last turn's."""
+        raise NotImplementedError(f"{type(self).__name__} made an episode await a reply but does not implement "
+                                  "reply()")
 
     def abandon(self) -> None:  # noqa: B027 (optional hook)
         """The episode was ended before the environment ended it (its token budget or turn limit ran out); an
-        environment whose other episodes wait on this one ends them too (a seat that cannot move forfeits)."""
+        environment whose other episodes await this one's move ends them too (a seat that cannot move forfeits)."""
 
     @property
     def role(self) -> str | None:

@@ -45,7 +45,7 @@ class ChatRenderer:
 
     def opening(self, messages: list[Message], tools: list | None = None, generation_prompt: bool = True) -> list[int]:
         """The prompt of an episode: its opening messages (after data.system_prompt) and the assistant header (not
-        for an episode whose first turn waits for a reply, `generation_prompt=False`)."""
+        for an episode whose first turn awaits a reply, `generation_prompt=False`)."""
         if self.use_template:
             own_system = any(m["role"] == "system" for m in messages)  # data.system_prompt yields to the data's own
             system = [{"role": "system", "content": self.system_prompt}] if self.system_prompt and not own_system else []

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 from rlvr.config import EnvConfig
-from rlvr.envs.base import ENVIRONMENTS, Environment
+from rlvr.envs.base import ENVIRONMENTS, ChatModels, Environment, NoChatModels
 from rlvr.envs.render import PLAIN
 from rlvr.errors import ConfigError
 from rlvr.tasks.base import Problem, Task, make_task
@@ -33,14 +33,15 @@ class EnvTask(Task):
         for env in self.make_envs(task.problem("eval" if task.size("eval") else "train", 0), 2):  # bad args fail here
             env.close()
 
-    def make_env(self, problem: Problem) -> Environment:
+    def make_env(self, problem: Problem, models: ChatModels | None = None) -> Environment:
         """A fresh environment for one episode of `problem`."""
-        return self.make_envs(problem, 1)[0]
+        return self.make_envs(problem, 1, models)[0]
 
-    def make_envs(self, problem: Problem, n: int) -> list[Environment]:
-        """Fresh environments for a group's `n` episodes of `problem` (a game pairs them into matches)."""
+    def make_envs(self, problem: Problem, n: int, models: ChatModels | None = None) -> list[Environment]:
+        """Fresh environments for a group's `n` episodes of `problem` (a game pairs them into matches); `models`:
+        the models besides the policy they may talk to (the episode runner's; None: none)."""
         try:
-            return self.env_class.for_group(problem, self.task, n, **self.config.args)
+            return self.env_class.for_group(problem, self.task, n, models or NoChatModels(), **self.config.args)
         except TypeError as e:
             raise ConfigError(f"Bad arguments for environment '{self.config.name}' (data.tasks[].env.args): {e}") \
                 from None

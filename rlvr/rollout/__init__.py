@@ -1,6 +1,6 @@
-"""Generating a step: rollout engines behind one interface (hf, static), multi-turn episodes over an engine,
-collecting one step's scored groups (collect.py, and the asynchronous rollout workers, workers.py), and the types
-they hand the trainer (steps.py).
+"""Generating a step: rollout engines behind one interface (hf, static), multi-turn episodes over an engine (and
+the models besides the policy that their environments talk to, chat_models.py), collecting one step's scored groups
+(collect.py, and the asynchronous rollout workers, workers.py), and the types they hand the trainer (steps.py).
 
 May import envs, curriculum, rewards, tasks, models and below; never tracking, evaluation or training."""
 

@@ -21,12 +21,13 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from rlvr.envs.base import REWARD_RULES, Environment, EnvStep, Message
+from rlvr.envs.base import REWARD_RULES, ChatModels, Environment, EnvStep, Message
 from rlvr.envs.render import ChatRenderer
 from rlvr.envs.task import EnvTask
 from rlvr.errors import DataError, RlvrError
 from rlvr.models.prompts import PromptEncoder
 from rlvr.rollout.base import Completion, RolloutEngine, SamplingParams
+from rlvr.rollout.chat_models import EngineChatModels
 from rlvr.tasks.base import Problem, Task
 from rlvr.watchdog import WATCH
 
@@ -68,7 +69,7 @@ class _Running:
     turns: int = 0
     done: bool = False
     truncated: bool = False
-    waiting: bool = False  # for a reply that depends on other episodes (Environment.reply)
+    awaiting_reply: bool = False  # one that depends on other episodes (Environment.reply)
     last_turn: list[int] | None = None  # the last sampled turn's ids (None before the first)
 
     @property
@@ -85,10 +86,12 @@ class _Running:
 
 class EpisodeRunner:
     """(task, problem) work items -> prompt ids and groups of `params.n` completions: a task without an
-    environment goes straight to the engine; an environment task is played as episodes."""
+    environment goes straight to the engine; an environment task is played as episodes. Its environments talk to
+    `models` besides the policy (a game's frozen-checkpoint opponent; default: each through a rollout engine)."""
 
-    def __init__(self, engine: RolloutEngine, encode: PromptEncoder):
+    def __init__(self, engine: RolloutEngine, encode: PromptEncoder, models: ChatModels | None = None):
         self.engine, self.encode = engine, encode
+        self.models = models or EngineChatModels()
         self.tokenizer = encode.tokenizer
         self.renderer = ChatRenderer(encode.tokenizer, encode.use_template, encode.system_prompt, encode.template_kwargs)
         self.env_s = 0.0  # seconds in environments (opening, stepping, rendering replies), summed over calls
@@ -130,12 +133,13 @@ class EpisodeRunner:
 
     def _open(self, task: EnvTask, problem: Problem, n: int, where: str
               ) -> tuple[list[Environment], list[int], str]:
-        envs = task.make_envs(problem, n)
+        envs = task.make_envs(problem, n, self.models)
         openings = [env.reset() for env in envs]
-        if any(o != openings[0] for o in openings) or any(e.starts_waiting != envs[0].starts_waiting for e in envs):
+        opens_awaiting = envs[0].starts_awaiting_reply
+        if any(o != openings[0] for o in openings) or any(e.starts_awaiting_reply != opens_awaiting for e in envs):
             raise RlvrError(f"Environment '{task.config.name}' opened episodes of one problem differently; reset() "
-                            "and starts_waiting must depend on the problem only (the group shares one prompt).")
-        prompt = self.renderer.opening(openings[0], envs[0].tools, generation_prompt=not envs[0].starts_waiting)
+                            "and starts_awaiting_reply must depend on the problem only (the group shares one prompt).")
+        prompt = self.renderer.opening(openings[0], envs[0].tools, generation_prompt=not opens_awaiting)
         if len(prompt) > self.encode.max_tokens:
             raise DataError(f"Opening prompt of task {task.label}, {where} {problem.uid} has {len(prompt)} tokens, "
                             f"over the limit of {self.encode.max_tokens} ({self.encode.limit_source}).")
@@ -152,7 +156,8 @@ class EpisodeRunner:
             envs, prompt, opening = self._open(task, problem, n, where)
             prompts.append(prompt)
             budget = task.config.max_tokens or task.config.max_turns * params.max_new_tokens
-            running += [_Running(env, task, prompt, budget, observation=opening, waiting=env.starts_waiting)
+            running += [_Running(env, task, prompt, budget, observation=opening,
+                                 awaiting_reply=env.starts_awaiting_reply)
                         for env in envs]
         self.env_s += time.perf_counter() - t0
         try:
@@ -168,10 +173,10 @@ class EpisodeRunner:
     def _play(self, running: list[_Running], prompts: list[list[int]], params: SamplingParams,
               generators: list[torch.Generator] | None) -> list[Episode]:
         """Every episode's turns until it ends, live episodes batched in one engine call per turn. Groups whose
-        episodes start by waiting for a reply (a game's seats) join from their first reply on; an episode waiting
-        for another's move sits out the calls until `reply()` gives its reply."""
+        episodes start awaiting a reply (a game's seats) join from their first reply on; an episode awaiting another's
+        move sits out the calls until `reply()` gives its reply."""
         n = params.n
-        starting = [g for g in range(len(prompts)) if not running[g * n].waiting]
+        starting = [g for g in range(len(prompts)) if not running[g * n].awaiting_reply]
         if starting:
             longest = max(running[g * n + j].budget for g in starting for j in range(n))
             first = self.engine.generate([prompts[g] for g in starting],
@@ -191,15 +196,15 @@ class EpisodeRunner:
         while True:
             t0 = time.perf_counter()
             for r in running:
-                if r.waiting and not r.done:
+                if r.awaiting_reply and not r.done:
                     self._receive(r)
             self.env_s += time.perf_counter() - t0
             if not (live := [r for r in running if not r.done]):
                 break
-            ready = [r for r in live if not r.waiting]
+            ready = [r for r in live if not r.awaiting_reply]
             if not ready:
                 names = sorted({r.task.config.name for r in live})
-                raise RlvrError(f"Environment '{names[0]}': every live episode waits for a reply that never comes "
+                raise RlvrError(f"Environment '{names[0]}': every live episode awaits a reply that never comes "
                                 "(reply() returned None although no episode can move).")
             turn = replace(params, n=1, max_new_tokens=min(params.max_new_tokens, max(r.left for r in ready)))
             gens = [r.generator for r in ready] if generators is not None else None
@@ -235,13 +240,13 @@ class EpisodeRunner:
             raise RlvrError(f"Environment '{r.task.config.name}' failed at turn {r.turns} of an episode of task "
                             f"{r.task.label}: {type(e).__name__}: {e}") from e
         r.turn_rewards.append(float(step.reward or 0.0))
-        if step.wait and not step.done:
-            r.waiting = True
+        if step.awaiting_reply and not step.done:
+            r.awaiting_reply = True
             return
         self._answer(r, step)
 
     def _receive(self, r: _Running) -> None:
-        """A waiting episode's reply, once the environment has it (Environment.reply)."""
+        """The reply an episode awaits, once the environment has it (Environment.reply)."""
         try:
             step = r.env.reply()
         except Exception as e:
@@ -249,7 +254,7 @@ class EpisodeRunner:
                             f"of task {r.task.label}: {type(e).__name__}: {e}") from e
         if step is None:
             return
-        r.waiting = False
+        r.awaiting_reply = False
         if step.reward and r.turn_rewards:
             r.turn_rewards[-1] += float(step.reward)
         self._answer(r, step)
