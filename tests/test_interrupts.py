@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -143,6 +144,7 @@ def test_two_sigints_50_ms_apart_are_one_request_the_run_checkpoints_and_resumes
     _assert_resumes_exactly(recipe, tmp_path / "interrupted", straight)
 
 
+@pytest.mark.skipif(shutil.which("timeout") is None, reason="needs coreutils' timeout")
 def test_a_run_under_timeout_s_int_checkpoints_and_resumes_exactly(recipe, straight, tmp_path):
     # `timeout` ends a command by sending the signal to it and then to its process group: the run gets it twice.
     # Its timer is a SIGALRM to itself; sending that at the moment the test chooses fires it mid-step 2.
