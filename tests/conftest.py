@@ -66,6 +66,20 @@ def deprecations_from_rlvr_are_errors(monkeypatch):
     monkeypatch.setattr(warnings, "showwarning", check)
 
 
+class FakeClock:
+    """Monotonic seconds that move only when a test says so (for the `clock` of the watchdog, notices, stop
+    requests and their handler), so timing tests need no sleeps."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
 def merge(base: dict, extra: dict) -> dict:
     out = dict(base)
     for k, v in extra.items():

@@ -125,7 +125,7 @@ def test_sigterm_while_waiting_on_a_hung_reward_stops_with_the_last_steps_checkp
     while not (calls.exists() and calls.stat().st_size > STEP_SAMPLES) and time.monotonic() < deadline:
         assert proc.poll() is None, proc.stderr.read()
         time.sleep(0.05)
-    time.sleep(0.5)  # step 2's reward worker is hung
+    # step 2's reward worker is hung (its first call of step 2 has begun)
     assert [r["step"] for r in _rows(run)] == [1]
     os.killpg(proc.pid, signal.SIGTERM)
     t = time.monotonic()

@@ -36,9 +36,10 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any, Literal
 
+from rlvr.cancellation import POLL_S, Cancellation
 from rlvr.errors import ConfigError
 from rlvr.rewards.failures import PoolClosed, RewardLoadError, RewardTimeoutLoop
-from rlvr.watchdog import POLL_S, WATCH
+from rlvr.watchdog import NOTICES, WATCH
 
 Status = Literal["ok", "error", "timeout", "crash"]
 
@@ -165,13 +166,16 @@ class _Worker:
 
 class RewardPool:
     """Scores reward requests in `num_workers` processes, each item limited to `timeout_s` seconds of scoring and
-    each reward function's loading to `load_timeout_s`."""
+    each reward function's loading to `load_timeout_s`; its waits end when `cancellation` gives them up (none by
+    default)."""
 
     def __init__(self, num_workers: int = 2, timeout_s: float = 10.0, chunk_size: int = 64,
-                 max_memory_mb: float = 4096, load_timeout_s: float = 600.0, max_timeouts_in_a_row: int = 4):
+                 max_memory_mb: float = 4096, load_timeout_s: float = 600.0, max_timeouts_in_a_row: int = 4,
+                 cancellation: Cancellation | None = None):
         self.num_workers, self.timeout_s, self.chunk_size = num_workers, timeout_s, chunk_size
         self.load_timeout_s, self.max_timeouts_in_a_row = load_timeout_s, max_timeouts_in_a_row
         self.max_memory_bytes = max_memory_mb * 2**20
+        self.cancellation = cancellation if cancellation is not None else Cancellation()
         self.loads: list[RewardLoad] = []
         self._workers: list[_Worker] = []
         self._queue: deque[list[RewardRequest]] = deque()
@@ -274,9 +278,9 @@ class RewardPool:
                         f"{self.max_memory_bytes / 2**20:g} MB, so every fresh worker would be replaced at once. "
                         f"Raise rewards.worker_max_memory_mb well above {held / 2**20:.0f} MB.")
                 self.recycled += 1
-                WATCH.notice("reward-memory", f"reward worker {worker.number} grew past "
-                             f"rewards.worker_max_memory_mb={self.max_memory_bytes / 2**20:g} MB; replaced "
-                             f"({self.recycled} so far)")
+                NOTICES.notice("reward-memory", f"reward worker {worker.number} grew past "
+                               f"rewards.worker_max_memory_mb={self.max_memory_bytes / 2**20:g} MB; replaced "
+                               f"({self.recycled} so far)")
                 self._replace(worker)
                 return
             worker.send(self._queue.popleft())
@@ -309,7 +313,7 @@ class RewardPool:
                                       f"rewards.load_timeout_s={self.load_timeout_s:g} s. Raise rewards.load_timeout_s "
                                       "if loading it legitimately takes longer (a large model on a cold machine).")
             self._fail_current(w, "timeout", f"no result within {self.timeout_s:g} s", results, retried)
-        WATCH.check_stop(lambda: f"rewards: {self.describe()}")
+        self.cancellation.check(lambda: f"rewards: {self.describe()}")
 
     def _deadline(self, w: _Worker) -> float | None:
         if w.loading is not None:
@@ -370,8 +374,8 @@ class RewardPool:
         fresh = self._replace(worker)
         fresh.reserved = ([current] if first_attempt else []) + list(worker.pending)
         happened = "timed out after" if status == "timeout" else "killed its worker after"
-        WATCH.notice(f"reward-{status}", f"reward {current.name}: an item {happened} {ran_s:.1f} s; reward worker "
-                     f"{worker.number} replaced ({self.timeouts} timeout(s), {self.crashes} crash(es) so far)")
+        NOTICES.notice(f"reward-{status}", f"reward {current.name}: an item {happened} {ran_s:.1f} s; reward worker "
+                       f"{worker.number} replaced ({self.timeouts} timeout(s), {self.crashes} crash(es) so far)")
         if status == "timeout" and first_attempt and self.max_timeouts_in_a_row:
             attempts = self._timed_out.setdefault(current.name, [])
             attempts.append(ran_s)

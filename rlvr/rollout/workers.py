@@ -47,6 +47,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from rlvr.cancellation import POLL_S, Cancellation, WaitAbandoned
 from rlvr.curriculum import prompt_key
 from rlvr.distributed import world_size
 from rlvr.envs.task import EnvTask
@@ -55,7 +56,7 @@ from rlvr.rewards.composite import Scored
 from rlvr.rollout.base import group_generator, make_engine
 from rlvr.rollout.episodes import EpisodeRunner
 from rlvr.rollout.steps import CollectedStep, Group, staleness_metrics
-from rlvr.watchdog import POLL_S, WATCH, WaitAbandoned
+from rlvr.watchdog import WATCH
 
 WEIGHT_SYNC_TIMEOUT_S = 600.0
 
@@ -228,11 +229,11 @@ class AsyncCollector:
 
     def __init__(self, *, encode, tasks, sampler, group_filter, stats, composer, params, prompts_per_step: int,
                  max_rounds: int, seed: int, max_staleness: int, model, tokenizer, engine_name: str, batch_size: int,
-                 num_workers: int, launcher=None, **_in_process_only):
+                 num_workers: int, cancellation: Cancellation, launcher=None, **_in_process_only):
         """The StepCollector's arguments (the in-process engine, per-group seeding flags and device are not used:
         workers build their own engine and seed each group by job) plus the policy, tokenizer, engine name and
-        batch size the workers are built from; `launcher` starts the workers elsewhere (RayLauncher: Ray actors),
-        None as local subprocesses."""
+        batch size the workers are built from; `cancellation` (the run's) may give up the wait for a group;
+        `launcher` starts the workers elsewhere (RayLauncher: Ray actors), None as local subprocesses."""
         from rlvr.models.lora import is_lora
 
         if world_size() > 1:
@@ -242,7 +243,7 @@ class AsyncCollector:
             raise ConfigError("rollout.max_staleness > 0 does not support model.lora yet (workers would need the "
                               "merged weights); set rollout.max_staleness=0.")
         self.encode, self.tasks, self.sampler, self.filter, self.stats = encode, tasks, sampler, group_filter, stats
-        self.composer, self.params, self.model = composer, params, model
+        self.composer, self.params, self.model, self.cancellation = composer, params, model, cancellation
         self.prompts_per_step, self.max_rounds, self.max_staleness = prompts_per_step, max_rounds, max_staleness
         self.groups_per_job = max(1, batch_size // params.n)
         self.spec = WorkerSpec(model.config, model.generation_config, next(model.parameters()).dtype, tokenizer,
@@ -442,7 +443,7 @@ class AsyncCollector:
                     self.ready.remove(group)
                     return group
                 self.lock.wait(timeout=POLL_S)
-                WATCH.check_stop(self._describe_wait)
+                self.cancellation.check(self._describe_wait)
 
     def _describe_wait(self) -> str:
         """What the trainer waits for, for the watchdog's stall line."""

@@ -1,8 +1,9 @@
 """Stop a run cleanly on SIGINT (Ctrl-C) or SIGTERM (a scheduler's pre-emption): the first signal lets the
-current step finish, then the run writes a checkpoint and stops; a second signal aborts at once. A step that is
-waiting (on reward workers, rollout workers) rather than computing gets `checkpoint.stop_wait_s` more seconds; then
-its wait is given up (rlvr.watchdog), the step is dropped, and the run stops with the checkpoint of the last finished
-step, so a stop never waits on something that may never come.
+current step finish, then the run writes a checkpoint and stops; a signal more than `REPEAT_WINDOW_S` after the first
+aborts at once, one within it is the same request. A step that is waiting (on reward workers, rollout workers) rather
+than computing gets `checkpoint.stop_wait_s` more seconds; then its wait is given up (rlvr.cancellation), the step is
+dropped, and the run stops with the checkpoint of the last finished step, so a stop never waits on something that
+may never come.
 
 Reward workers run in their own session (rlvr.rewards.pool), so a terminal's Ctrl-C, which goes to the
 foreground process group, never reaches them mid-step."""
@@ -12,13 +13,21 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
+from rlvr.cancellation import Cancellation
 from rlvr.distributed import all_reduce_sum
 from rlvr.errors import RlvrError
-from rlvr.watchdog import WATCH
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+REPEAT_WINDOW_S = 1.5
+"""A signal this many seconds or less after the first is the same stop request, not a request to abort: `timeout -s
+INT` sends its signal to the process and then to its process group, and torchrun forwards a terminal's Ctrl-C to
+workers that got it from the terminal too, so one request arrives twice within milliseconds. A person who means to
+abort presses Ctrl-C again later than that."""
 
 
 class TrainingInterrupted(RlvrError):
@@ -53,23 +62,29 @@ class StepGivenUp(RlvrError):
 
 
 class StopRequests:
-    """Between install() and restore(), SIGINT/SIGTERM request a stop instead of raising (and give waits
-    `wait_s` more seconds: rlvr.watchdog); a second one raises KeyboardInterrupt. Handlers are installed only in the
-    main thread (elsewhere signals keep their handlers)."""
+    """Between install() and restore(), SIGINT/SIGTERM request a stop instead of raising (`cancellation` gives
+    waits `wait_s` more seconds); a signal more than REPEAT_WINDOW_S after the first raises KeyboardInterrupt.
+    Handlers are installed only in the main thread (elsewhere signals keep their handlers). `clock`: seconds,
+    monotonic (injectable for tests)."""
 
-    def __init__(self, wait_s: float = 10.0) -> None:
+    def __init__(self, cancellation: Cancellation, wait_s: float = 10.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.signum: int | None = None
-        self.wait_s = wait_s
+        self.cancellation, self.wait_s = cancellation, wait_s
+        self._clock = clock
+        self._first_at = 0.0
         self._previous: dict[int, object] = {}
 
     def _handle(self, signum: int, frame) -> None:
         if self.signum is not None:
+            if self._clock() - self._first_at <= REPEAT_WINDOW_S:
+                return  # the same request, delivered twice
             raise KeyboardInterrupt
-        self.signum = signum
-        WATCH.request_stop(self.wait_s)
+        self.signum, self._first_at = signum, self._clock()
+        self.cancellation.request(self.wait_s)
         print(f"\n{signal.Signals(signum).name}: finishing the current step, then writing a checkpoint; a step "
-              f"waiting on workers is given up after {self.wait_s:g} s (send it again to abort)", file=sys.stderr,
-              flush=True)
+              f"waiting on workers is given up after {self.wait_s:g} s (to abort, send it again more than "
+              f"{REPEAT_WINDOW_S:g} s from now; a repeat sooner is this same request)", file=sys.stderr, flush=True)
 
     def requested(self) -> bool:
         """Whether any rank was signalled (every rank must call this at the same point of a step)."""
@@ -85,4 +100,4 @@ class StopRequests:
         for s, handler in self._previous.items():
             signal.signal(s, handler)
         self._previous = {}
-        WATCH.clear_stop()
+        self.cancellation.clear()

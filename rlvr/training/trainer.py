@@ -23,6 +23,7 @@ from rlvr.algorithms import (
     AdaptiveKLController,
 )
 from rlvr.algorithms.correction import ratio_summary
+from rlvr.cancellation import Cancellation, WaitAbandoned
 from rlvr.config import RunConfig, dump_config
 from rlvr.curriculum import CurriculumStats, GroupOutcome, make_filter, make_sampler, prompt_key
 from rlvr.distributed import (
@@ -98,7 +99,7 @@ from rlvr.training.update import (
     step_if_finite,
     vanishes_without_advantage,
 )
-from rlvr.watchdog import WATCH, WaitAbandoned
+from rlvr.watchdog import WATCH
 
 
 class Trainer:
@@ -115,7 +116,8 @@ class Trainer:
         prepare_sandbox(cfg.sandbox.isolation, self.tasks)
         # The reward workers load every reward function while the model loads; loading is not scoring, so no item's
         # time limit pays for it (rlvr.rewards.pool). fit() waits for them before the first step.
-        self.pool = make_reward_pool(cfg.rewards, cfg.cluster)
+        self.cancellation = Cancellation()  # a stop request (fit's StopRequests) gives up the waits it is passed to
+        self.pool = make_reward_pool(cfg.rewards, cfg.cluster, self.cancellation)
         try:
             self.composer = RewardComposer(cfg.rewards.functions, self.pool, noise=cfg.rewards.noise_correction)
             self.pool.start(self.composer.loads(self.tasks))
@@ -191,7 +193,7 @@ class Trainer:
             seed_per_group=self.seed_per_group, device=lambda: next(self.model.parameters()).device,
             model=self.model, tokenizer=self.tokenizer, engine_name=r.engine, batch_size=r.batch_size,
             num_workers=r.num_workers, ray_address=cfg.cluster.ray_address, ray_num_cpus=cfg.cluster.num_cpus,
-            hints=d.hints)
+            hints=d.hints, cancellation=self.cancellation)
         self.advantage_history: dict = {}
         self.nonfinite = NonFiniteStreak(o.max_nonfinite_steps)
         self.step = 0
@@ -457,7 +459,7 @@ class Trainer:
         can_give_up = world_size() == 1
         before = self.loop_state() if can_give_up else None
         try:
-            with WATCH.abandonable(can_give_up), WATCH.waiting(f"step {self.step}'s rollout"):
+            with self.cancellation.abandonable(can_give_up), WATCH.waiting(f"step {self.step}'s rollout"):
                 batch, metrics = self.rollout()
         except WaitAbandoned as e:
             self.step -= 1
@@ -535,11 +537,11 @@ class Trainer:
         if self.skipped_rows:
             logger.warn(f"skipped {len(self.skipped_rows)} unusable dataset rows (data.bad_rows=skip; counted in "
                         f"data/skipped_rows); first: {self.skipped_rows[0]}")
-        stop = StopRequests(cfg.checkpoint.stop_wait_s).install()
+        stop = StopRequests(self.cancellation, cfg.checkpoint.stop_wait_s).install()
         start, checkpoint = time.perf_counter(), None
         try:
             with WATCH.watch(cfg.tracking.stall_warning_s, logger.warn):
-                with WATCH.abandonable(world_size() == 1):
+                with self.cancellation.abandonable(world_size() == 1):
                     self._wait_for_reward_workers(logger)
                 if self.step == 0 and cfg.eval.every_steps:
                     with WATCH.waiting("the evaluation before the first step"):
