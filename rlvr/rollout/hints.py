@@ -1,5 +1,6 @@
-"""Hint scaffolding at rollout time: a group whose samples all failed is sampled again with part of a reference
-solution as a hint, and the hinted group, when it holds a signal (its rewards differ), is trained in its place.
+"""Hint scaffolding at rollout time (the `hints` collection stage, rlvr.rollout.stages): a group whose samples all
+failed is sampled again with part of a reference solution as a hint, and the hinted group, when it holds a signal
+(its rewards differ), is trained in its place.
 
 Guide (Nath et al. 2025, "Adaptive Guidance Accelerates Reinforcement Learning of Reasoning Models"), GHPO (Liu et
 al. 2025) and SEELE (Li et al. 2025, "Staying in the Sweet Spot") all hint only where the policy fails. Two
