@@ -6,17 +6,23 @@ from __future__ import annotations
 
 import inspect
 import re
+from collections import Counter
 
 import pytest
+import torch
 
 import rlvr.rollout.collect
 from rlvr.config import build_config
 from rlvr.curriculum import CurriculumStats
+from rlvr.curriculum.filters import KeepAll
 from rlvr.errors import ConfigError
-from rlvr.rollout.base import SamplingParams
+from rlvr.rewards.composite import Scored
+from rlvr.rollout.base import Completion, SamplingParams
 from rlvr.rollout.collect import make_collector
 from rlvr.rollout.stages import COLLECTION_STAGES, CollectionStage, register_stage
-from rlvr.tasks import make_task
+from rlvr.rollout.steps import Group
+from rlvr.rollout.workers import AsyncCollector
+from rlvr.tasks import Problem, make_task
 from rlvr.training.trainer import Trainer
 
 
@@ -101,3 +107,32 @@ def test_the_collector_names_no_mechanism():
     source = inspect.getsource(rlvr.rollout.collect).lower()
     for word in ("hint", "self_play", "self-play", "follow", "role", *COLLECTION_STAGES.names()):
         assert word not in source, word
+
+
+def test_the_async_collector_runs_the_stages_it_supports_at_their_hooks(probe_stage):
+    """The asynchronous collector's loop with its workers stood in for: every received group is a round of its own."""
+
+    class AsyncProbe(ProbeStage):
+        supports_async = True
+
+        def after_choice(self, draft, trained):
+            assert draft.generate is None  # the workers generate
+            self.calls.append(("after_choice", draft.step, len(trained)))
+            return trained
+
+    def received(step):
+        scored = Scored(torch.ones(2), {}, torch.ones(2, dtype=torch.bool), {"verifier": Counter()}, {}, {})
+        return Group(0, Problem("p", "q", role="solver"), [1], [Completion([2], "a", [0.0], False) for _ in range(2)],
+                     scored, step - 1)
+
+    collector = AsyncCollector.__new__(AsyncCollector)
+    collector.published, collector.last_collected, collector.counts = (0, []), None, {}
+    collector.filter, collector.prompts_per_step, collector.max_rounds = KeepAll(), 3, 1
+    collector.stages = [AsyncProbe()]
+    collector._publish = lambda version: None
+    collector._next_group = received
+    step = collector.collect(2)
+    assert AsyncProbe.calls == [("after_round", 2, 0, 1), ("after_round", 2, 1, 1), ("after_round", 2, 2, 1),
+                                ("after_choice", 2, 3), ("metrics", 3)]
+    assert step.metrics["probe/trained_groups"] == 3 and len(step.scored.total) == 6
+    assert {c.role for g in step.trained for c in g.completions} == {"solver"}  # resolved from the problem
