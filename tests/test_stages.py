@@ -84,14 +84,14 @@ def test_the_async_collector_refuses_hints_naming_the_setting_and_the_fix(fast_c
     cfg = build_config(fast_config(data={"hints": {}}, rollout={"max_staleness": 1}))
     tasks = [make_task("arithmetic", 0, {})]
     with pytest.raises(ConfigError, match=re.escape("data.hints adds the 'hints' stage") + ".*" +
-                       re.escape("Set rollout.max_staleness=0, or drop data.hints")):
+                       re.escape("Set rollout.max_staleness=0, or run without it")):
         make_collector(1, data=cfg.data, tasks=tasks, stats=CurriculumStats(1), params=SamplingParams())
 
 
 def test_the_async_collector_refuses_a_task_that_derives_problems(fast_config):
     cfg = build_config(fast_config(rollout={"max_staleness": 1}))
     tasks = [make_task("arithmetic", 0, {}), make_task("absolute_zero", 0, {})]
-    with pytest.raises(ConfigError, match=re.escape("task absolute_zero (which derives follow-up problems) adds the "
+    with pytest.raises(ConfigError, match=re.escape("task absolute_zero (it derives follow-up problems) adds the "
                                                     "'follow_ups' stage") + ".*max_staleness=0"):
         make_collector(1, data=cfg.data, tasks=tasks, stats=CurriculumStats(2), params=SamplingParams())
 

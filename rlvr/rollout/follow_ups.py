@@ -78,7 +78,7 @@ class FollowUpProblems(CollectionStage):
     def __init__(self, tasks: list[Task]):
         self.tasks = tasks
         self.deriving = [task for task in tasks if task.derives_problems]
-        self.enabled_by = f"task {self.deriving[0].label} (which derives follow-up problems)"
+        self.enabled_by = f"task {self.deriving[0].label} (it derives follow-up problems)"
 
     @classmethod
     def configured(cls, setup: StageSetup) -> FollowUpProblems | None:

@@ -21,14 +21,18 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 import torch
 
+from rlvr.config import DataConfig
+from rlvr.curriculum import CurriculumStats
 from rlvr.errors import ConfigError
+from rlvr.models.prompts import PromptEncoder
 from rlvr.registry import Registry
 from rlvr.rewards.composite import Scored
+from rlvr.rollout.base import SamplingParams
 from rlvr.rollout.steps import Group
+from rlvr.tasks import Task
 
 Generate = Callable[..., tuple[list[Group], Scored]]
 """The collector's one generation path, bound to the step: `generate(key, work, *, prompts=None, where='problem',
@@ -70,11 +74,11 @@ class StageSetup:
     """What a stage may be built from: the run's data section (data.hints, ...), its tasks, and the collector's
     pieces (curriculum statistics, the prompt encoder, sampling parameters)."""
 
-    data: Any  # rlvr.config.DataConfig (or any object with its fields)
-    tasks: list
-    stats: Any  # CurriculumStats
-    encode: Any  # PromptEncoder
-    params: Any  # SamplingParams
+    data: DataConfig | None
+    tasks: list[Task]
+    stats: CurriculumStats | None = None
+    encode: PromptEncoder | None = None
+    params: SamplingParams | None = None
 
 
 class CollectionStage:
@@ -125,7 +129,7 @@ def refuse_unsupported(stages: list[CollectionStage]) -> None:
         if not stage.supports_async:
             raise ConfigError(f"{stage.enabled_by} adds the '{stage.name}' stage to collecting a step, which "
                               "generates in the trainer's process during the step; the asynchronous collector "
-                              "(rollout.max_staleness > 0) cannot run it. Set rollout.max_staleness=0, or drop "
-                              f"{stage.enabled_by} (docs/architecture.md, 'Collecting a step: stages').")
+                              "(rollout.max_staleness > 0) cannot run it. Set rollout.max_staleness=0, or run without "
+                              "it (docs/architecture.md, 'Collecting a step: stages').")
 
 
