@@ -17,7 +17,7 @@ from rlvr.tasks.base import GroupResult, Problem, Task
 
 MAX_FOLLOW_UP_ROUNDS = 8  # a task asking for follow-ups of its follow-ups more often than this is a bug in it
 
-Generate = Callable[[list[tuple[int, Problem]], int], tuple[list[Group], Scored]]
+GenerateRound = Callable[[list[tuple[int, Problem]], int], tuple[list[Group], Scored]]
 
 
 def group_result(group: Group) -> GroupResult:
@@ -31,7 +31,7 @@ def _by_task(groups: list[Group], t: int) -> list[Group]:
     return [g for g in groups if g.source == t]
 
 
-def follow_up_groups(step: int, groups: list[Group], tasks: list[Task], generate: Generate) -> list[Group]:
+def follow_up_groups(step: int, groups: list[Group], tasks: list[Task], generate: GenerateRound) -> list[Group]:
     """The groups of every follow-up problem the deriving tasks derive from `groups` (and then from those
     follow-ups' own groups, until none asks for more); `generate(work, k)` samples and scores round k's work."""
     out: list[Group] = []
