@@ -201,6 +201,8 @@ def test_hint_settings_are_checked(fast_config):
         build_config(fast_config(data={"hints": {"source": "solutoin"}}))
     with pytest.raises(ConfigError, match="must contain \\{hint\\}"):
         build_config(fast_config(data={"hints": {"template": "Hint:"}}))
+    with pytest.raises(ConfigError, match="'hints' stage.*max_staleness=0"):  # refused at start-up, before a step
+        Trainer(build_config(fast_config(data={"hints": {}}, rollout={"max_staleness": 1})))
     cfg = build_config(fast_config(data={"hints": {}}, algorithm={"rollout_correction": "none"}))
     assert not cfg.algorithm.rollout_correction.spec().active  # an explicit choice is kept
     assert math.isclose(build_config(fast_config()).algorithm.rollout_correction.weight_cap, 2.0)
