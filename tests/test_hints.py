@@ -169,13 +169,14 @@ def test_response_hint_tokens_are_context_the_gradient_equals_a_prompt_that_hold
 def test_prompt_hints_are_sampled_with_the_hint_and_trained_on_the_question_alone(fast_config, probe_task):
     trainer = hinted_trainer(fast_config, probe_task, placement="prompt")
     try:
-        scaffold = trainer.collector.hints
+        scaffold = next(stage for stage in trainer.collector.stages if stage.name == "hints")
         problem = trainer.tasks[0].problem("train", 0)
         from rlvr.rollout.steps import Group
 
         group = Group(0, problem, trainer.encode(problem.prompt), [], None)
         hinted, text = scaffold._hinted_prompt(group, 0.5)
-        (sampled,), _ = scaffold._sample(1, 0, 0, [group], [(0, 0.5, hinted, text)])
+        # sampled through the collector's own generation path
+        (sampled,), _ = scaffold._sample(trainer.collector.draft(1), 0, 0, [group], [(0, 0.5, hinted, text)])
     finally:
         trainer.pool.close()
     assert text == "alpha beta gamma delta" and hinted.prefix_ids == []
@@ -200,8 +201,8 @@ def test_hint_settings_are_checked(fast_config):
         build_config(fast_config(data={"hints": {"source": "solutoin"}}))
     with pytest.raises(ConfigError, match="must contain \\{hint\\}"):
         build_config(fast_config(data={"hints": {"template": "Hint:"}}))
-    with pytest.raises(ConfigError, match="max_staleness=0"):
-        build_config(fast_config(data={"hints": {}}, rollout={"max_staleness": 1}))
+    with pytest.raises(ConfigError, match="'hints' stage.*max_staleness=0"):  # refused at start-up, before a step
+        Trainer(build_config(fast_config(data={"hints": {}}, rollout={"max_staleness": 1})))
     cfg = build_config(fast_config(data={"hints": {}}, algorithm={"rollout_correction": "none"}))
     assert not cfg.algorithm.rollout_correction.spec().active  # an explicit choice is kept
     assert math.isclose(build_config(fast_config()).algorithm.rollout_correction.weight_cap, 2.0)

@@ -501,8 +501,8 @@ def test_game_settings_that_cannot_work_are_named():
     task = make_tasks([TaskConfig(name="kuhn_poker")], 0)[0]
     with pytest.raises(ConfigError, match="even number of samples"):
         task.make_envs(task.problem("train", 0), 3)
-    with pytest.raises(ConfigError, match="self-play"):
-        make_collector(1, tasks=[make_task("absolute_zero", 0, {})])
+    with pytest.raises(ConfigError, match="derives follow-up problems.*max_staleness=0"):
+        make_collector(1, data=None, tasks=[make_task("absolute_zero", 0, {})])
 
 
 @ENVIRONMENTS.register("test_awaits_forever")

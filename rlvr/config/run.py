@@ -159,12 +159,9 @@ class RunConfig(Section):
     @model_validator(mode="after")
     def _hints_are_corrected(self) -> RunConfig:
         """Hinted samples are off-policy: unless the recipe chose a rollout correction, they get TIS (docs/credit.md).
-        Hints are drawn by the synchronous collector."""
+        (Hints with rollout.max_staleness > 0 are refused by the collector's stage check, rlvr.rollout.stages.)"""
         if self.data.hints is None:
             return self
-        if self.rollout.max_staleness > 0:
-            raise ValueError("data.hints regenerates all-fail groups in the synchronous loop; set "
-                             "rollout.max_staleness=0 or drop data.hints")
         if "rollout_correction" not in self.algorithm.model_fields_set:
             self.algorithm.rollout_correction = RolloutCorrectionConfig(preset="tis")
         return self

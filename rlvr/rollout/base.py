@@ -50,7 +50,9 @@ class Completion:
     # decoded for it alone (a leaf shares its prefix with its siblings; None: all of its tokens).
     tree_path: tuple[int, ...] = ()
     decoded_tokens: int | None = None
-    role: str | None = None  # the sample's own role where it is not its problem's (a game's seat, docs/self_play.md)
+    # The part the policy plays in this sample (docs/self_play.md): its own (a game's seat), or once its group is
+    # collected (rlvr.rollout.steps.Group) its problem's where it has none of its own
+    role: str | None = None
 
     @property
     def policy_tokens(self) -> int:

@@ -122,14 +122,16 @@ class EpisodeRunner:
         return prompts, groups
 
     def generate_batches(self, work: list[tuple[Task, Problem]], params: SamplingParams,
-                         generators: list[torch.Generator] | None = None, where: str = "problem"
+                         generators: list[torch.Generator] | None = None, where: str = "problem",
+                         encoded: list[list[int]] | None = None
                          ) -> Iterator[tuple[list[list[int]], list[list[Completion]]]]:
         """`generate` one engine batch of work items (whole groups) at a time, so a batch can be scored while the
         next one is generated: the same samples as one call, which draws batch after batch in the same order."""
         per_batch = max(1, getattr(self.engine, "batch_size", len(work) * params.n) // params.n)
         for i in range(0, len(work), per_batch):
-            yield self.generate(work[i : i + per_batch], params,
-                                generators[i : i + per_batch] if generators is not None else None, where)
+            part = slice(i, i + per_batch)
+            yield self.generate(work[part], params, generators[part] if generators is not None else None, where,
+                                encoded[part] if encoded is not None else None)
 
     def _open(self, task: EnvTask, problem: Problem, n: int, where: str
               ) -> tuple[list[Environment], list[int], str]:

@@ -1,5 +1,6 @@
-"""Hint scaffolding at rollout time: a group whose samples all failed is sampled again with part of a reference
-solution as a hint, and the hinted group, when it holds a signal (its rewards differ), is trained in its place.
+"""Hint scaffolding at rollout time (the `hints` collection stage, rlvr.rollout.stages): a group whose samples all
+failed is sampled again with part of a reference solution as a hint, and the hinted group, when it holds a signal
+(its rewards differ), is trained in its place.
 
 Guide (Nath et al. 2025, "Adaptive Guidance Accelerates Reinforcement Learning of Reasoning Models"), GHPO (Liu et
 al. 2025) and SEELE (Li et al. 2025, "Staying in the Sweet Spot") all hint only where the policy fails. Two
@@ -24,14 +25,13 @@ from dataclasses import dataclass, replace
 from rlvr.config import HintConfig
 from rlvr.curriculum import CurriculumStats, prompt_key
 from rlvr.curriculum.hints import HintSchedule, hint_prefix, hint_text
-from rlvr.distributed import all_gather_objects, shard
 from rlvr.envs.task import EnvTask
 from rlvr.errors import DataError
 from rlvr.models.prompts import PromptEncoder, with_instruction
 from rlvr.registry import Registry
-from rlvr.rewards.composite import RewardComposer, Scored
-from rlvr.rollout.base import Completion, SamplingParams, group_generator
-from rlvr.rollout.episodes import EpisodeRunner
+from rlvr.rewards.composite import Scored
+from rlvr.rollout.base import Completion, SamplingParams
+from rlvr.rollout.stages import CollectionStage, StageSetup, StepDraft, register_stage
 from rlvr.rollout.steps import Group, Hint
 from rlvr.tasks import Problem, Task
 
@@ -76,21 +76,29 @@ def after_prefix(prefix: list[int], completion: Completion, tokenizer) -> Comple
                    policy_mask=context + (completion.policy_mask or [True] * len(completion.token_ids)))
 
 
-class HintScaffold:
+@register_stage("hints")
+class HintScaffold(CollectionStage):
     """data.hints: after each generation round, the all-fail groups are sampled again with hints (up to
     `max_rounds` times, the hint growing while a hinted group still all fails); a hinted group with a signal replaces
-    its unhinted group among the groups the step trains on."""
+    its unhinted group among the groups the step trains on. Hinted samples stay out of `draft.generated` (accuracy,
+    the curriculum); their scorings count for the failure budget."""
 
-    def __init__(self, config: HintConfig, runner: EpisodeRunner, composer: RewardComposer, tasks: list[Task],
-                 stats: CurriculumStats, params: SamplingParams, seed: int, seed_per_group: bool, device):
-        self.config, self.runner, self.composer, self.tasks = config, runner, composer, tasks
-        self.params, self.seed, self.seed_per_group, self.device = params, seed, seed_per_group, device
+    enabled_by = "data.hints"
+
+    def __init__(self, config: HintConfig, encode: PromptEncoder, tasks: list[Task], stats: CurriculumStats,
+                 params: SamplingParams):
+        self.config, self.encode, self.tasks, self.params = config, encode, tasks, params
         self.schedule = HintSchedule(stats, config.target_pass_rate, config.initial_fraction, config.gain,
                                      config.min_fraction, config.max_fraction, config.prior_momentum)
         self.place = HINT_PLACEMENTS.get(config.placement)
         self.counts: Counter = Counter()
         self.pass_rates: list[float] = []  # of every hinted group this step
         self.fractions: list[float] = []  # of the hinted groups trained this step
+
+    @classmethod
+    def configured(cls, setup: StageSetup) -> HintScaffold | None:
+        hints = getattr(setup.data, "hints", None)
+        return None if hints is None else cls(hints, setup.encode, setup.tasks, setup.stats, setup.params)
 
     def _hinted_prompt(self, group: Group, fraction: float) -> tuple[HintedPrompt, str] | None:
         """The hinted prompt of a group's problem at `fraction`, or None when it has no hint (no source text, an
@@ -103,13 +111,14 @@ class HintScaffold:
         if not text:
             return None
         try:
-            return self.place(problem, group.prompt_ids, text, self.runner.encode, self.config.template), text
+            return self.place(problem, group.prompt_ids, text, self.encode, self.config.template), text
         except DataError:  # the question with its hint is over data.max_prompt_tokens
             return None
 
-    def rescue(self, step: int, round_index: int, groups: list[Group]) -> tuple[list[Group], list[Scored]]:
-        """The round's groups with hinted groups in place of the all-fail ones they rescue, and the scorings of every
-        hinted sample (their reward failures count like any other); the figures go to `step_metrics`."""
+    def after_round(self, draft: StepDraft, round_index: int, groups: list[Group]) -> list[Group]:
+        """The round's groups with hinted groups in place of the all-fail ones they rescue; the scorings of every
+        hinted sample go to `draft.side_scorings` (their reward failures count like any other), the figures to
+        `metrics`."""
         out = list(groups)
         waiting = []  # (index in groups, current fraction)
         for i, group in enumerate(groups):
@@ -120,7 +129,6 @@ class HintScaffold:
                 waiting.append((i, self.schedule.fraction(key)))
         self.counts["groups"] += len(groups)
         self.counts["all_fail_groups"] += len(waiting)
-        scorings = []
         for attempt in range(self.config.max_rounds):
             ready = []
             for i, fraction in waiting:
@@ -131,8 +139,8 @@ class HintScaffold:
                     ready.append((i, fraction, *hinted))
             if not ready:
                 break
-            hinted_groups, scored = self._sample(step, round_index, attempt, groups, ready)
-            scorings.append(scored)
+            hinted_groups, scored = self._sample(draft, round_index, attempt, groups, ready)
+            draft.side_scorings.append(scored)
             self.counts["hinted_samples_generated"] += len(ready) * self.params.n
             waiting = []
             for (i, fraction, _, text), hinted in zip(ready, hinted_groups):
@@ -145,9 +153,20 @@ class HintScaffold:
                     self.fractions.append(fraction)
                 else:
                     waiting.append((i, bigger))
-        return out, scorings
+        return out
 
-    def step_metrics(self, trained: list[Group]) -> dict[str, float]:
+    def _sample(self, draft: StepDraft, round_index: int, attempt: int, groups: list[Group],
+                ready: list[tuple[int, float, HintedPrompt, str]]) -> tuple[list[Group], Scored]:
+        """Generate and score the hinted groups through the collector's generation path: sampled from the hinted
+        prompts, completions opened by the hint's context tokens, and trained on the question's prompt alone."""
+        hinted = [h for _, _, h, _ in ready]
+        sampled, scored = draft.generate(
+            (round_index, "hint", attempt), [(groups[i].source, groups[i].problem) for i, *_ in ready],
+            prompts=[h.sample_ids for h in hinted], where="hinted problem",
+            finish=lambda j, c: after_prefix(hinted[j].prefix_ids, c, self.encode.tokenizer))
+        return [replace(g, prompt_ids=groups[i].prompt_ids) for (i, *_), g in zip(ready, sampled)], scored
+
+    def metrics(self, trained: list[Group]) -> dict[str, float]:
         """The step's hint figures (and a fresh count for the next step): all-fail groups among the generated ones,
         rescued ones, the share of trained samples that were hinted, the hinted pass rate and hint fraction."""
         c = self.counts
@@ -163,57 +182,3 @@ class HintScaffold:
             m["hints/fraction_mean"] = sum(self.fractions) / len(self.fractions)
         self.counts, self.pass_rates, self.fractions = Counter(), [], []
         return m
-
-    def _sample(self, step: int, round_index: int, attempt: int, groups: list[Group],
-                ready: list[tuple[int, float, HintedPrompt, str]]) -> tuple[list[Group], Scored]:
-        """Generate and score the hinted groups, each rank its block, every rank gets them all."""
-        mine = shard(len(ready))
-        generators = None
-        if self.seed_per_group:
-            generators = [group_generator(self.device(), self.seed, step, round_index, "hint", attempt, j)
-                          for j in mine]
-        block = ready[mine.start : mine.stop]
-        work = [(self.tasks[groups[i].source], groups[i].problem) for i, *_ in block]
-        _, sampled = self.runner.generate(work, self.params, generators, where="hinted problem",
-                                          encoded=[hinted.sample_ids for _, _, hinted, _ in block])
-        tokenizer = self.runner.tokenizer
-        completions = [[after_prefix(hinted.prefix_ids, c, tokenizer) for c in group]
-                       for (_, _, hinted, _), group in zip(block, sampled)]
-        scored = self.composer.score([(task, problem, c.text, c.reward_fields(self.params.max_new_tokens))
-                                      for (task, problem), group in zip(work, completions) for c in group])
-        parts = all_gather_objects((completions, scored))
-        completions = [g for part, _ in parts for g in part]
-        scored = Scored.concat([s for _, s in parts])
-        n = self.params.n
-        return [Group(groups[i].source, groups[i].problem, groups[i].prompt_ids, completions[j],
-                      scored.select(list(range(j * n, (j + 1) * n))), step - 1)
-                for j, (i, *_) in enumerate(ready)], scored
-
-
-class NoHints:
-    """data.hints unset: groups are trained as generated."""
-
-    def rescue(self, step: int, round_index: int, groups: list[Group]) -> tuple[list[Group], list[Scored]]:
-        return groups, []
-
-    def step_metrics(self, trained: list[Group]) -> dict[str, float]:
-        return {}
-
-
-def with_failures(scored: Scored, others: list[Scored]) -> Scored:
-    """`scored` (the step's unhinted samples, what accuracy is measured on) with the reward failures of `others`
-    (hinted samples) added, so the failure budget sees every reward call; the sample count stays the unhinted one, so
-    a failing hint raises the failure rate, never hides it."""
-    if not others:
-        return scored
-    failures = {name: sum((s.failures.get(name, Counter()) for s in others), scored.failures[name])
-                for name in scored.failures}
-    first = dict(scored.first_errors)
-    for s in others:
-        first = {**s.first_errors, **first}
-    return replace(scored, failures=failures, first_errors=first)
-
-
-def make_hints(config: HintConfig | None, **kwargs) -> HintScaffold | NoHints:
-    """The hint scaffold data.hints describes, or NoHints."""
-    return NoHints() if config is None else HintScaffold(config, **kwargs)

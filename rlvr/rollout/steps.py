@@ -34,6 +34,13 @@ class Group:
     version: int = 0  # policy version that generated it: the number of training steps its weights had taken
     hint: Hint | None = None  # sampled with a hint (its samples are off-policy and stay out of accuracy)
 
+    def __post_init__(self):
+        """Each sample's role is resolved here, once, as its group is collected: its own (a game's seat) or else its
+        problem's (a proposer, a solver); what reads a role afterwards reads `Completion.role` (rlvr.rollout.roles)."""
+        for completion in self.completions:
+            if completion.role is None:
+                completion.role = self.problem.role
+
 
 @dataclass
 class CollectedStep:

@@ -20,6 +20,8 @@ Shape (AReaL, Fu et al. 2025, "AReaL: A Large-Scale Asynchronous Reinforcement L
 - Where workers run: local subprocesses, or Ray actors with cluster.ray_address (rlvr.rollout.ray_workers). The
   launcher is the one seam: it returns a connection and a handle (pid, poll, stop); jobs, weights and replacement
   are the same either way.
+- Collection stages (rlvr.rollout.stages): the ones that support this collector run at their hooks, each group
+  received being a round of its own; make_collector refuses the others at start-up.
 - Environment tasks: a worker plays a job's episodes to the end (rlvr.rollout.episodes) with the weights it had when
   the job began, so an episode never mixes policy versions and its staleness is that of the version that started it.
 
@@ -52,9 +54,9 @@ from rlvr.curriculum import prompt_key
 from rlvr.distributed import world_size
 from rlvr.envs.task import EnvTask
 from rlvr.errors import ConfigError, RlvrError
-from rlvr.rewards.composite import Scored
 from rlvr.rollout.base import group_generator, make_engine
 from rlvr.rollout.episodes import EpisodeRunner
+from rlvr.rollout.stages import CollectionStage, StepDraft
 from rlvr.rollout.steps import CollectedStep, Group, staleness_metrics
 from rlvr.watchdog import WATCH
 
@@ -229,11 +231,13 @@ class AsyncCollector:
 
     def __init__(self, *, encode, tasks, sampler, group_filter, stats, composer, params, prompts_per_step: int,
                  max_rounds: int, seed: int, max_staleness: int, model, tokenizer, engine_name: str, batch_size: int,
-                 num_workers: int, cancellation: Cancellation, launcher=None, **_in_process_only):
+                 num_workers: int, cancellation: Cancellation, launcher=None,
+                 stages: list[CollectionStage] = (), **_in_process_only):
         """The StepCollector's arguments (the in-process engine, per-group seeding flags and device are not used:
         workers build their own engine and seed each group by job) plus the policy, tokenizer, engine name and
         batch size the workers are built from; `cancellation` (the run's) may give up the wait for a group;
-        `launcher` starts the workers elsewhere (RayLauncher: Ray actors), None as local subprocesses."""
+        `launcher` starts the workers elsewhere (RayLauncher: Ray actors), None as local subprocesses; `stages`,
+        collection stages that support this collector."""
         from rlvr.models.lora import is_lora
 
         if world_size() > 1:
@@ -243,7 +247,8 @@ class AsyncCollector:
             raise ConfigError("rollout.max_staleness > 0 does not support model.lora yet (workers would need the "
                               "merged weights); set rollout.max_staleness=0.")
         self.encode, self.tasks, self.sampler, self.filter, self.stats = encode, tasks, sampler, group_filter, stats
-        self.composer, self.params, self.model, self.cancellation = composer, params, model, cancellation
+        self.composer, self.params, self.model = composer, params, model
+        self.cancellation, self.stages = cancellation, list(stages)
         self.prompts_per_step, self.max_rounds, self.max_staleness = prompts_per_step, max_rounds, max_staleness
         self.groups_per_job = max(1, batch_size // params.n)
         self.spec = WorkerSpec(model.config, model.generation_config, next(model.parameters()).dtype, tokenizer,
@@ -460,15 +465,24 @@ class AsyncCollector:
                   "asynchronous pipeline restarts from the checkpoint's weights (samples in flight when the run "
                   "stopped are not replayed).", file=sys.stderr)
         self._publish(step - 1)
+        draft = StepDraft(step, None)  # the workers generate: no in-process generation for the stages
         kept: list[Group] = []
         rejected: list[Group] = []
         limit = self.prompts_per_step * (self.max_rounds if self.filter.regenerates else 1)
         while len(kept) < self.prompts_per_step and len(kept) + len(rejected) < limit:
-            group = self._next_group(step)
-            (kept if self.filter.keep(group.scored.total, group.scored.correct) else rejected).append(group)
+            groups = [self._next_group(step)]
+            draft.generated += groups
+            draft.scorings.append(groups[0].scored)
+            for stage in self.stages:
+                groups = stage.after_round(draft, draft.rounds, groups)
+            draft.rounds += 1
+            for group in groups:
+                (kept if self.filter.keep(group.scored.total, group.scored.correct) else rejected).append(group)
         now = time.perf_counter()
-        generated = kept + rejected
         trained = (kept + rejected)[: self.prompts_per_step]
+        for stage in self.stages:
+            trained = stage.after_choice(draft, trained)
+        generated = draft.generated
         gen_tokens = sum(c.policy_tokens for g in generated for c in g.completions)
         # Generation runs all the time: its rate is over the whole interval since the previous step's collection.
         since = now - (self.last_collected or t0)
@@ -479,7 +493,9 @@ class AsyncCollector:
             metrics["sampling/wasted_frac"] = 1 - len(trained) / len(generated)
             metrics["sampling/filled_frac"] = min(len(kept), self.prompts_per_step) / self.prompts_per_step
         metrics.update(staleness_metrics(step, trained))
-        return CollectedStep(trained, generated, Scored.concat([g.scored for g in generated]), metrics)
+        for stage in self.stages:
+            metrics.update(stage.metrics(trained))
+        return CollectedStep(trained, generated, draft.scored(), metrics)
 
     def close(self) -> None:
         """Stop the workers (and their weight sender threads), and a Ray instance the collector started."""

@@ -187,7 +187,7 @@ class AbsoluteZeroTask(Task):
     name = "absolute_zero"
     verifier = "rlvr.tasks.absolute_zero:score"
     runs_untrusted_code = True
-    self_play = True
+    derives_problems = True
 
     def __init__(self, seed: int = 0, types: list[str] | tuple[str, ...] = TYPES, references: int = 2,
                  induction_inputs: int = 4, min_solve: int = 1, invalid_penalty: float = -0.5,

@@ -35,7 +35,7 @@ class Problem:
 
 @dataclass
 class GroupResult:
-    """What a self-play task hears about one of its scored groups (`Task.follow_ups`, `Task.late_rewards`): the
+    """What a task that derives problems hears about one of its scored groups (`Task.follow_ups`, `Task.late_rewards`): the
     problem, each sample's text, total reward and verdict, and the answer its verifier said it judged."""
 
     problem: Problem
@@ -57,9 +57,16 @@ class Task(ABC):
     label_override: str | None = None  # data.tasks[].label
     # an environment this task's problems are always played in (a game): its name, or its data.tasks[].env mapping
     environment: str | dict[str, Any] | None = None
-    # Its problems come from the policy's own generations (docs/self_play.md): it holds state that checkpoints
-    # save (`state_dict`), and the synchronous collector asks it for follow-up problems and late rewards each step.
-    self_play = False
+    # It derives problems from the policy's own generations (Absolute Zero's proposals, docs/self_play.md): the
+    # follow-up stage (rlvr.rollout.follow_ups) asks it for follow-up problems and late rewards each step, and it holds
+    # state that checkpoints save (`state_dict`). (Games are self-play too, but derive no problems.)
+    derives_problems = False
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "self_play" in cls.__dict__:  # a task written for the earlier name would silently derive nothing
+            raise TypeError(f"Task {cls.__name__} sets self_play, which is now called derives_problems "
+                            "(docs/self_play.md); rename the attribute.")
 
     @property
     def label(self) -> str:
@@ -94,15 +101,15 @@ class Task(ABC):
         return a == b
 
     def follow_ups(self, step: int, groups: list[GroupResult]) -> list[Problem]:
-        """Self-play: problems to generate in the same step, derived from this step's scored groups of this task
-        (a proposer's checked proposals become the solver's problems). Asked again with the follow-ups' own groups
-        until it returns none."""
+        """With `derives_problems`: problems to generate in the same step, derived from this step's scored groups of
+        this task (a proposer's checked proposals become the solver's problems). Asked again with the follow-ups' own
+        groups until it returns none."""
         return []
 
     def late_rewards(self, groups: list[GroupResult]) -> list[list[float] | None]:
-        """Self-play: per group of this step (follow-ups included), rewards known only once the whole step was
-        scored (a proposal's learnability, from the solver's groups on it), added to the samples' totals; None
-        leaves a group as it was scored."""
+        """With `derives_problems`: per group of this step (follow-ups included), rewards known only once the whole
+        step was scored (a proposal's learnability, from the solver's groups on it), added to the samples' totals;
+        None leaves a group as it was scored."""
         return [None] * len(groups)
 
     def metrics(self) -> dict[str, float]:

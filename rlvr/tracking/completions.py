@@ -42,7 +42,7 @@ def completion_rows(step: int, groups: list, advantages: torch.Tensor, completio
             answer = reported[0] if reported else task.final_answer(completion.text)
             rows.append({
                 "step": step, "task": task.label, "uid": problem.uid, "sample": i,
-                **({"role": role} if (role := completion.role or problem.role) is not None else {}), "prompt": prompt,
+                **({"role": completion.role} if completion.role is not None else {}), "prompt": prompt,
                 "completion": completion.text, "reward": float(scored.total[i]),
                 **{f"reward/{name}": float(values[i]) for name, values in scored.per_function.items()},
                 "correct": bool(scored.correct[i]), "advantage": per_sample[g * n + i],

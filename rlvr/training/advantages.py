@@ -20,7 +20,7 @@ from rlvr.algorithms import (
 from rlvr.config import AlgorithmConfig
 from rlvr.rollout.base import Completion
 from rlvr.rollout.episodes import Episode
-from rlvr.rollout.self_play import role_key
+from rlvr.rollout.roles import role_key
 from rlvr.training.batch import RolloutBatch
 
 

@@ -128,7 +128,7 @@ class RolloutBatch:
             rollout_entropy=entropy,
             group_ids=torch.tensor([g for g, _, _ in rows]),
             truncated=torch.tensor([c.truncated for _, _, c in rows]),
-            # a sample's own role (a game's seat) overrides its group's (docs/self_play.md)
+            # each sample's role, resolved when its group was collected (rlvr.rollout.roles, docs/self_play.md)
             metadata=[metadata[g] if c.role is None else {**metadata[g], "role": c.role} for g, _, c in rows],
             model_inputs=[prompt_inputs(p) for _, p, _ in rows] if any(prompt_inputs(p) for p in prompts) else None,
         )

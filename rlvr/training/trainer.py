@@ -193,7 +193,7 @@ class Trainer:
             seed_per_group=self.seed_per_group, device=lambda: next(self.model.parameters()).device,
             model=self.model, tokenizer=self.tokenizer, engine_name=r.engine, batch_size=r.batch_size,
             num_workers=r.num_workers, ray_address=cfg.cluster.ray_address, ray_num_cpus=cfg.cluster.num_cpus,
-            hints=d.hints, cancellation=self.cancellation)
+            data=d, cancellation=self.cancellation)
         self.advantage_history: dict = {}
         self.nonfinite = NonFiniteStreak(o.max_nonfinite_steps)
         self.step = 0
@@ -264,7 +264,7 @@ class Trainer:
         self.failures.record(len(step.scored.total), step.scored.failures, step.scored.first_errors)
         self.flat_reward.record(self.step, step.generated)
         self.last_groups = trained = step.trained
-        meta = [{"task": g.source, "uid": g.problem.uid, "role": g.problem.role} for g in trained]
+        meta = [{"task": g.source, "uid": g.problem.uid} for g in trained]
         batch = RolloutBatch.from_completions([g.prompt_ids for g in trained], [g.completions for g in trained],
                                               self.tokenizer.pad_token_id, meta)
         batch.scores = torch.cat([g.scored.total for g in trained]).float()
