@@ -68,6 +68,7 @@ def bench_math(n: int, workers: int) -> list[str]:
     requests = [RewardRequest(i, "rlvr.verifiers.math:math_score", "", completion, {"answer": gold})
                 for i, (gold, completion) in enumerate(items)]
     with RewardPool(num_workers=workers, timeout_s=30) as pool:
+        pool.start()
         pool.score([RewardRequest(-i, r.spec, "", r.completion, r.fields) for i, r in enumerate(requests[:4], 1)])
         start = time.perf_counter()
         outcomes = pool.score(requests)
@@ -93,6 +94,7 @@ def bench_humaneval(k: int, workers: int) -> list[str]:
     requests = [RewardRequest(p["task_id"], "rlvr.tasks.code:humaneval_score", p["prompt"], p["canonical_solution"],
                               {"test": p["test"], "entry_point": p["entry_point"]}) for p in problems]
     with RewardPool(num_workers=workers, timeout_s=60) as pool:
+        pool.start()
         pool.score([RewardRequest("warm", requests[0].spec, requests[0].prompt, requests[0].completion,
                                   requests[0].fields)])
         start = time.perf_counter()

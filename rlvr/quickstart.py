@@ -15,6 +15,7 @@ from rich.table import Table
 from rlvr.config import RECIPES, RunConfig, load_config
 from rlvr.evaluation.evaluate import eval_settings, evaluate_model
 from rlvr.tracking.jsonl import read_jsonl
+from rlvr.watchdog import WATCH
 
 RECIPE = RECIPES / "quickstart.yaml"
 
@@ -22,7 +23,8 @@ RECIPE = RECIPES / "quickstart.yaml"
 def evaluate_checkpoint(cfg: RunConfig, model_dir: str, num_problems: int) -> float:
     """Greedy held-out accuracy of a saved model on the config's tasks."""
     settings = replace(eval_settings(cfg), num_problems=num_problems, samples=0, ks=[])
-    return evaluate_model(cfg, model_dir, settings).summary(with_ci=False)["greedy"]["value"]
+    with WATCH.watch(cfg.tracking.stall_warning_s):
+        return evaluate_model(cfg, model_dir, settings).summary(with_ci=False)["greedy"]["value"]
 
 
 def run_quickstart(seed: int = 0, output_dir: str = "runs/quickstart", overrides: list[str] | None = None,

@@ -35,6 +35,8 @@ def test_the_reward_pool_gives_up_its_wait_through_the_cancellation_it_was_given
                                        "    time.sleep(10**6)\n")
     stop = Cancellation()
     with RewardPool(num_workers=1, timeout_s=600, cancellation=stop) as pool:
+        pool.start()
+        pool.wait_ready()
         stop.request(0.0)
         with stop.abandonable(), pytest.raises(WaitAbandoned, match="rewards: reward worker 1: "):
             pool.score([RewardRequest(0, f"{tmp_path}/hangs.py:hangs", "p", "c", {})])

@@ -54,6 +54,7 @@ def test_humaneval_scored_in_a_reward_worker():
     requests = [RewardRequest(k, "rlvr.tasks.code:humaneval_score", p.prompt, body, p.reward_fields())
                 for k, body in [("right", p.solution), ("wrong", "    return 0.0\n")]]
     with RewardPool(num_workers=1, timeout_s=30) as pool:
+        pool.start()
         outcomes = pool.score(requests)
     assert (outcomes["right"].status, outcomes["right"].value, outcomes["wrong"].value) == ("ok", 1.0, 0.0)
 

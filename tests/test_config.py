@@ -54,8 +54,8 @@ def test_ray_rewards_need_a_cluster_address():
 def test_without_ray_installed_asking_for_it_names_the_extra(monkeypatch):
     import sys
 
+    from rlvr.assembly import make_reward_pool
     from rlvr.errors import RlvrError
-    from rlvr.rewards.backends import make_reward_pool
     from rlvr.rewards.pool import RewardPool
 
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError

@@ -370,6 +370,7 @@ def test_evaluation_of_an_environment_reports_pass_at_k_over_episodes_and_turns(
     task = env_task(max_turns=3, max_tokens=40)
     settings = EvalSettings(num_problems=3, max_new_tokens=4, samples=4, ks=[1, 2])
     with RewardPool(1, 5.0) as pool:
+        pool.start()
         run = run_evaluation(HFRolloutEngine(model, tok), PromptEncoder(tok), [task], RewardComposer([], pool),
                              settings)
     metrics = training_metrics(run)

@@ -209,6 +209,7 @@ def test_in_the_worker_pool_a_timeout_is_an_error_and_the_worker_survives():
     requests = [RewardRequest(0, spec, "", PATHOLOGICAL, {"answer": "1", "timeout_s": 0.5}),
                 RewardRequest(1, spec, "", r"\boxed{12/36}", {"answer": "1/3"})]
     with RewardPool(num_workers=1, timeout_s=20) as pool:
+        pool.start()
         outcomes = pool.score(requests)
         assert pool.restarts == 0
     assert outcomes[0].status == "error" and "TimeLimitExceeded" in outcomes[0].message
@@ -276,6 +277,7 @@ def test_shipped_audit_set_is_large_labelled_both_ways_and_varied():
 
 def test_rlvr_agrees_with_the_audit_labels_at_least_as_often_as_math_verify_alone_on_both_paths():
     with RewardPool(num_workers=2, timeout_s=20) as pool:
+        pool.start()
         result = summary(run_audit(read_audit_rows(AUDIT_FILE), pool, show_progress=False))
     judges = result["judges"]
     for path in ("raw", "completion"):

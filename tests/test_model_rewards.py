@@ -184,6 +184,7 @@ def test_the_judge_scores_in_the_reward_workers_as_a_registered_batched_reward(t
     request = RewardRequest("g", "judge", [QUESTION] * 2, replies,
                             {"answer": ["154", "154"], "model": tiny_lm[0], "threshold": 0.01}, batched=True)
     with RewardPool(1, 60) as pool:
+        pool.start()
         out = pool.score([request])["g"]
     assert out.status == "ok", out.message
     assert out.value == [1.0, 0.0] and out.extras[1]["refused"] == 1.0
@@ -257,6 +258,7 @@ def test_rlpr_scores_in_the_composer_with_the_policy_the_trainer_lends(tiny_lm):
     samples = [(task, problem, text, {}) for text in (f"{problem.answer} so <answer>{problem.answer}", "x <answer>0")]
     functions = [RewardFunctionConfig(function="task"), RewardFunctionConfig(function="rlpr", args={"debias": False})]
     with RewardPool(1, 30) as pool:
+        pool.start()
         composer = RewardComposer(functions, pool)
         with pytest.raises(ConfigError, match="scores with the policy"):
             composer.score(samples)
@@ -367,6 +369,7 @@ def every_verdict_flipped() -> tuple[list, NoiseCorrectionConfig]:
 def test_the_composer_flips_the_verifier_then_trains_on_the_corrected_reward():
     samples, noise = every_verdict_flipped()
     with RewardPool(1, 30) as pool:
+        pool.start()
         scored = RewardComposer([RewardFunctionConfig(function="task")], pool, noise=noise).score(samples)
         clean = RewardComposer([RewardFunctionConfig(function="task")], pool).score(samples)
     assert clean.correct.tolist() == [True, False]
@@ -380,6 +383,7 @@ def test_held_out_evaluation_scores_clean_verdicts_under_injected_noise():
     """The trainer's evaluation shares its composer: injected flips and the correction stay out of it."""
     samples, noise = every_verdict_flipped()
     with RewardPool(1, 30) as pool:
+        pool.start()
         composer = RewardComposer([RewardFunctionConfig(function="task")], pool, noise=noise)
         held_out = composer.score(samples, noisy=False)
         training = composer.score(samples)

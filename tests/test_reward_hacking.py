@@ -334,6 +334,7 @@ def test_scored_answers_reach_completion_rows_as_the_verifier_read_them(tmp_path
     problem = Problem("p", PROMPT, "154")
     texts = ["58 + 96", "So 58 + 96 = 154. The answer is \\boxed{154}.", "\\boxed{150} or \\boxed{154}"]
     with RewardPool(1, 30) as pool:
+        pool.start()
         scored = RewardComposer([RewardFunctionConfig(function="task")], pool).score(
             [(task, problem, t, {"truncated": False}) for t in texts])
     assert scored.answers == [(math_score(PROMPT, t, "154").answer,) for t in texts]
@@ -394,6 +395,7 @@ def test_the_probe_suite_tells_a_naive_verifier_apart(monkeypatch):
         "rlvr.evaluation.verifier_audit:math_verify_alone", lambda ps: hack_probes.math_probes("math_verify_alone", ps)))
     probes = hack_probes.build_probes(["math_verify_alone"], problems=2)
     with RewardPool(1, 30) as pool:
+        pool.start()
         result = hack_probes.summary(hack_probes.run_probes(probes, pool, show_progress=False))
     cells = result["verifiers"]["math_verify_alone"]
     assert not result["clean"]

@@ -90,6 +90,7 @@ def requests(spec, answers):
 
 def test_pool_scores_errors_timeouts_and_crashes_and_keeps_going(reward_file):
     with RewardPool(num_workers=2, timeout_s=1.0) as pool:
+        pool.start()
         out = pool.score(requests(f"{reward_file}:hangs_on_odd", ["2", "3", "4", "6"]))
         assert [out[i].status for i in range(4)] == ["ok", "timeout", "ok", "ok"]
         assert out[0].value == 1.0 and out[1].value == 0.0
@@ -107,6 +108,7 @@ def test_pool_scores_errors_timeouts_and_crashes_and_keeps_going(reward_file):
 
 def test_an_item_that_kills_its_worker_once_is_retried_and_scored(reward_file, tmp_path):
     with RewardPool(num_workers=1, timeout_s=5.0) as pool:
+        pool.start()
         reqs = [RewardRequest(i, f"{reward_file}:crashes_once", "p", "c", {"marker": str(tmp_path / f"m{i}")})
                 for i in range(3)]
         out = pool.score(reqs)
@@ -116,6 +118,7 @@ def test_an_item_that_kills_its_worker_once_is_retried_and_scored(reward_file, t
 
 def test_a_worker_that_leaks_memory_is_replaced_between_chunks_and_nothing_is_lost(reward_file):
     with RewardPool(num_workers=1, timeout_s=10.0, chunk_size=1, max_memory_mb=150) as pool:
+        pool.start()
         out = pool.score([RewardRequest(i, f"{reward_file}:leaks", "p", "c") for i in range(8)])
     assert all(out[i].status == "ok" for i in range(8))
     # a fresh worker starts its leak over: no worker ever held more than 3 leaked blocks (~150 MB)
@@ -125,6 +128,7 @@ def test_a_worker_that_leaks_memory_is_replaced_between_chunks_and_nothing_is_lo
 def test_a_memory_limit_below_a_fresh_worker_stops_with_the_setting_instead_of_replacing_forever(reward_file):
     start = time.monotonic()
     with RewardPool(num_workers=1, timeout_s=10.0, max_memory_mb=1) as pool:
+        pool.start()
         with pytest.raises(ConfigError, match=r"holds \d+ MB right after loading.*rewards.worker_max_memory_mb=1 MB"):
             pool.score([RewardRequest(0, f"{reward_file}:leaks", "p", "c")])
         assert pool.recycled == 0
@@ -134,6 +138,7 @@ def test_a_memory_limit_below_a_fresh_worker_stops_with_the_setting_instead_of_r
 def test_batched_rewards_get_lists_and_must_return_one_reward_per_completion(reward_file):
     fields = {"verifier_score": [1.0, 0.0, 1.0], "completion_tokens": [9, 3, 5]}
     with RewardPool(num_workers=1, timeout_s=5.0) as pool:
+        pool.start()
         out = pool.score([RewardRequest("g", f"{reward_file}:group_rank", ["p"] * 3, ["a", "b", "c"], fields,
                                         batched=True),
                           RewardRequest("w", f"{reward_file}:batched_wrong_length", ["p"] * 2, ["a", "b"], {},
@@ -192,6 +197,7 @@ def test_training_survives_rewards_that_raise_hang_or_crash_when_told_to_tolerat
 @pytest.mark.parametrize("name", ["not_a_number", "nan", "infinite", "nothing", "raises"])
 def test_nan_inf_none_strings_and_exceptions_are_failures(reward_file, name):
     with RewardPool(num_workers=1, timeout_s=5.0) as pool:
+        pool.start()
         outcome = pool.score(requests(f"{reward_file}:{name}", ["1"]))[0]
     assert outcome.status == "error" and outcome.value == 0.0 and outcome.message
 
@@ -308,6 +314,7 @@ def test_loading_longer_than_its_own_limit_stops_with_the_setting_to_change(tmp_
 
 def test_items_that_keep_timing_out_stop_the_pool_naming_the_reward_limit_and_times(reward_file):
     with RewardPool(num_workers=2, timeout_s=1.0, max_timeouts_in_a_row=3) as pool:
+        pool.start()
         t = time.monotonic()
         with pytest.raises(RewardTimeoutLoop) as caught:
             pool.score(requests(f"{reward_file}:hangs_on_odd", ["1", "3", "5", "7", "9", "11", "13", "15"]))
@@ -317,5 +324,6 @@ def test_items_that_keep_timing_out_stop_the_pool_naming_the_reward_limit_and_ti
     assert "none of its items has finished yet" in message and "Raise rewards.timeout_s" in message
     # one item that finishes in between starts the count again: 2 hangs, a finished item, 2 hangs never stop it
     with RewardPool(num_workers=1, timeout_s=1.0, max_timeouts_in_a_row=3) as pool:
+        pool.start()
         out = pool.score(requests(f"{reward_file}:hangs_on_odd", ["1", "3", "2", "5", "7"]))
     assert [out[i].status for i in range(5)] == ["timeout", "timeout", "ok", "timeout", "timeout"]

@@ -537,10 +537,12 @@ def test_the_minimum_reaches_the_reward_workers(without_bwrap, tmp_path, monkeyp
                       "    return {'score': 1.0, 'unshare': float(run_python('print(1)').isolation == 'unshare')}\n")
     request = RewardRequest(0, f"{reward}:level", "", "")
     with RewardPool(num_workers=1, timeout_s=30) as pool:
+        pool.start()
         refused = pool.score([request])[0]
     assert refused.status == "error" and "apt-get install bubblewrap" in refused.message
     monkeypatch.setenv(ENV_VAR, "unshare")
     with RewardPool(num_workers=1, timeout_s=30) as pool:
+        pool.start()
         ran = pool.score([request])[0]
     assert ran.status == "ok" and ran.extras == {"unshare": 1.0}
 

@@ -63,6 +63,7 @@ def test_gate_runs_in_the_worker_pool():
     spec = "rlvr.rewards.shaping:gated"
     fields = {"inner": EXACT, "answer": "4", "answer_only": True, "verifier_score": 0.0}
     with RewardPool(num_workers=1, timeout_s=10) as pool:
+        pool.start()
         out = pool.score([RewardRequest(0, spec, "", TAGGED, fields), RewardRequest(1, spec, "", "4", fields)])
     assert (out[0].status, out[0].value) == ("ok", 1.0)
     assert (out[1].status, out[1].value) == ("ok", 0.0)

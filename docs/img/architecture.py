@@ -16,6 +16,7 @@ LAYERS = [  # top to bottom, as in .importlinter; each: [(package, what it does)
     [("evaluation/", "held-out eval, pass@k, verifier audit")],
     [("reporting/", "run facts, HTML report, plots")],
     [("tracking/", "metrics, completions, console, sinks")],
+    [("assembly.py", "one set-up: tasks, reward pool started, model, engine")],
     [("rollout/", "engines, episodes, collecting a step, workers")],
     [("envs/", "multi-turn environments, tools"), ("curriculum/", "samplers, filters, stats")],
     [("rewards/", "reward functions, worker pool, shaping")],

@@ -78,6 +78,7 @@ def run_eval_command(args) -> None:
     from rlvr.config import load_config
     from rlvr.evaluation.evaluate import eval_settings, evaluate_model
     from rlvr.evaluation.report import report_data, write_report
+    from rlvr.watchdog import WATCH
 
     if args.samples < 0 or args.num_problems < 1:
         raise ConfigError("--samples must be >= 0 and --num-problems >= 1.")
@@ -102,8 +103,9 @@ def run_eval_command(args) -> None:
                        temperature=args.temperature if args.temperature is not None else cfg.rollout.temperature)
     if settings.temperature <= 0:
         raise ConfigError(f"--temperature {settings.temperature}: sampling needs a temperature above 0.")
-    runs = [(label, path, evaluate_model(cfg, path, settings, show_progress=True, label=label))
-            for label, path in zip(labels, models)]
+    with WATCH.watch(cfg.tracking.stall_warning_s):
+        runs = [(label, path, evaluate_model(cfg, path, settings, show_progress=True, label=label))
+                for label, path in zip(labels, models)]
     task = ", ".join(t.name for t in cfg.data.tasks)
     data = report_data(task, settings, runs)
     print_summary(data)

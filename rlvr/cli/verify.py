@@ -5,7 +5,8 @@ probe every built-in rule verifier with reward hacks (`rlvr verify hacks`), or a
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from rich.console import Console
@@ -13,7 +14,7 @@ from rich.table import Table
 
 from rlvr.config import parse_override
 from rlvr.errors import ConfigError, RlvrError
-from rlvr.rewards.pool import RewardPool
+from rlvr.rewards.pool import RewardLoad, RewardPool
 from rlvr.verifiers.extraction import FORMATS_READ
 
 READS = ("The built-in verifiers read the final answer by one rule (docs/verifiers.md, \"The final answer\"): "
@@ -63,11 +64,25 @@ def details(outcome, answer: str | None, reference: Any) -> str:
     return " ".join(t for t in (text, extras, outcome.message) if t)
 
 
+@contextmanager
+def ready_pool(workers: int, timeout_s: float, specs: list[str], args: dict[str, Any] | None = None
+               ) -> Iterator[RewardPool]:
+    """A reward pool of `workers`, set up as a training run's is (rlvr.assembly): started on the verifiers `specs`
+    (with `args`) and ready before the first item is scored; a verifier that fails to load stops here, as it stops
+    a run (RewardLoadError)."""
+    from rlvr.assembly import start_pool, wait_for_rewards
+
+    with start_pool(RewardPool(workers, timeout_s), [RewardLoad(spec, args or {}) for spec in dict.fromkeys(specs)]
+                    ) as pool:
+        wait_for_rewards(pool)
+        yield pool
+
+
 def audit_command(path: str, workers: int, timeout_s: float, as_json: bool) -> None:
-    from rlvr.evaluation.verifier_audit import failing_rows, read_audit_rows, render, run_audit, summary
+    from rlvr.evaluation.verifier_audit import JUDGES, failing_rows, read_audit_rows, render, run_audit, summary
 
     rows = read_audit_rows(path)
-    with RewardPool(workers, timeout_s) as pool:
+    with ready_pool(workers, timeout_s, list(JUDGES.values())) as pool:
         cases = run_audit(rows, pool, show_progress=not as_json)
     if as_json:
         print(json.dumps({**summary(cases), "failures": failing_rows(cases)}, indent=2, ensure_ascii=False))
@@ -88,8 +103,9 @@ def score_command(path: str, task: str | None, verifier: str | None, overrides: 
         from rlvr.tasks import TASKS
 
         prepare_sandbox(minimum_isolation(), [TASKS.get(task)])  # a code task: refuse before scoring anything
-    with RewardPool(workers, timeout_s) as pool:
-        rows = score_file(path, spec, verifier_args(overrides), pool, show_progress=not as_json)
+    args = verifier_args(overrides)
+    with ready_pool(workers, timeout_s, [spec], args) as pool:
+        rows = score_file(path, spec, args, pool, show_progress=not as_json)
     from rlvr.evaluation.offline_scoring import run_log_checks
 
     read_answer = answer_reader(task)
@@ -150,7 +166,7 @@ def hacks_command(only: str | None, problems: int, seed: int, workers: int, time
                               "(math: pip install 'rlvr[math]'; reasoning_gym: pip install 'rlvr[gym]').")
         names = wanted
     probes = build_probes(names, problems, seed)
-    with RewardPool(workers, timeout_s) as pool:
+    with ready_pool(workers, timeout_s, [VERIFIERS[name][0] for name in names]) as pool:
         results = run_probes(probes, pool, show_progress=not as_json)
     result = probe_summary(results)
     if as_json:

@@ -20,7 +20,6 @@ from rlvr.rewards.composite import RewardComposer
 from rlvr.rollout.base import Completion, RolloutEngine, SamplingParams
 from rlvr.rollout.episodes import EpisodeRunner
 from rlvr.tasks.base import Problem, Task
-from rlvr.watchdog import WATCH
 
 
 @dataclass
@@ -257,33 +256,28 @@ def _progress(show: bool) -> Progress:
 
 def evaluate_model(cfg: RunConfig, model_dir: str, settings: EvalSettings, show_progress: bool = False,
                    label: str = "eval") -> EvalRun:
-    """Load a saved model and evaluate it on the config's tasks (model loading, prompts, verifiers as cfg says).
-    Sampling starts from seed cfg.seed, so a rerun reproduces the figures."""
+    """Load a saved model and evaluate it on the config's tasks (model loading, prompts, verifiers as cfg says), set
+    up as a training run is (rlvr.assembly). Sampling starts from seed cfg.seed, so a rerun reproduces the figures.
+    The caller watches for stalls (WATCH.watch with tracking.stall_warning_s), as `rlvr eval` does."""
     import torch
 
-    from rlvr.envs import make_tasks
-    from rlvr.models.loading import load_model, load_processor, load_tokenizer, resolve_device
-    from rlvr.models.vision import is_vision_model, make_prompt_encoder
-    from rlvr.rewards.backends import local_reward_pool
-    from rlvr.rewards.loading import check_reward_functions
-    from rlvr.rollout import make_engine
-    from rlvr.sandbox.run import prepare_sandbox
+    from rlvr.assembly import (
+        build_engine,
+        build_tasks,
+        load_saved_model,
+        local_reward_pool,
+        start_rewards,
+        wait_for_rewards,
+    )
 
-    tasks = make_tasks(cfg.data.tasks, cfg.seed, cfg.data.bad_rows)
-    prepare_sandbox(cfg.sandbox.isolation, tasks)
-    check_reward_functions([], tasks)  # only the tasks' verifiers score an evaluation (below)
-    tokenizer = load_tokenizer(model_dir, cfg.model.trust_remote_code)
-    model = load_model(cfg.model, name=model_dir).to(resolve_device(cfg.model.device))
-    processor = load_processor(model_dir, cfg.model.trust_remote_code) if is_vision_model(model) else None
-    encode = make_prompt_encoder(tokenizer, processor, chat_template=cfg.model.chat_template,
-                                 system_prompt=cfg.data.system_prompt, max_tokens=cfg.data.max_prompt_tokens,
-                                 template_kwargs=cfg.model.chat_template_kwargs)
-    with local_reward_pool(cfg.rewards) as pool, WATCH.watch(cfg.tracking.stall_warning_s):
+    tasks = build_tasks(cfg)
+    with local_reward_pool(cfg.rewards) as pool:
         # Only the tasks' verifiers decide what is correct; other reward terms (possibly Python callables that a
-        # saved config.yaml names but cannot hold) are not needed.
-        verifier = RewardComposer([RewardFunctionConfig(function="task", name="verifier")], pool)
-        pool.start(verifier.loads(tasks))  # the verifiers load while the engine is built
-        engine = make_engine(cfg.rollout.engine, model, tokenizer, cfg.rollout.batch_size, cfg.rollout.compile_layers)
+        # saved config.yaml names but cannot hold) are not needed. The verifiers load while the model loads.
+        verifier = start_rewards(pool, [RewardFunctionConfig(function="task", name="verifier")], tasks)
+        tokenizer, model, encode = load_saved_model(cfg, model_dir)
+        engine = build_engine(cfg, model, tokenizer)
+        wait_for_rewards(pool)
         torch.manual_seed(cfg.seed)
         return run_evaluation(engine, encode, tasks, verifier, settings, show_progress, label)
 

@@ -199,12 +199,16 @@ class RewardPool:
 
     def wait_ready(self) -> dict[str, float]:
         """Wait until every worker has loaded its reward functions; {label: seconds} (the slowest worker's)."""
-        if not self._workers:
-            self.start(self.loads)
+        self._check_started()
         with self._closing_guard(), WATCH.waiting(self.describe):
             while not all(w.ready for w in self._workers):
                 self._pump({}, set())
         return dict(self.load_s)
+
+    def _check_started(self) -> None:
+        if not self._workers and not self._closed:
+            raise RuntimeError("the reward pool was not started: call start(loads) first, as the set-up path does "
+                               "(rlvr.assembly.start_pool / start_rewards), so the workers load before scoring")
 
     def counts(self) -> dict[str, float]:
         """Running totals for the metrics: workers replaced (after a timeout or crash, or for their memory), items
@@ -237,8 +241,7 @@ class RewardPool:
     # ------------------------------------------------------------------ scoring
 
     def score(self, requests: Sequence[RewardRequest]) -> dict[Hashable, RewardOutcome]:
-        if not self._workers:
-            self.start(self.loads)
+        self._check_started()
         results: dict[Hashable, RewardOutcome] = {}
         size = max(1, min(self.chunk_size, -(-len(requests) // (self.num_workers * 2))))
         self._queue = deque(list(requests[i : i + size]) for i in range(0, len(requests), size))

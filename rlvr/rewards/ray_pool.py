@@ -55,6 +55,7 @@ def score_chunk(requests: list[RewardRequest], limits: tuple[float, float, int],
         timeout_s, load_timeout_s, in_a_row = limits
         pool = _POOLS[limits] = RewardPool(num_workers=1, timeout_s=timeout_s, load_timeout_s=load_timeout_s,
                                            max_timeouts_in_a_row=in_a_row)
+        pool.start()  # each reward loads before its first item, outside the item's limit
     outcomes = pool.score(requests)
     return [(r.key, outcomes[r.key]) for r in requests]
 

@@ -23,6 +23,7 @@ from rlvr.algorithms import (
     AdaptiveKLController,
 )
 from rlvr.algorithms.correction import ratio_summary
+from rlvr.assembly import build_engine, build_tasks, make_reward_pool, prompt_encoder, start_rewards, wait_for_rewards
 from rlvr.cancellation import Cancellation, WaitAbandoned
 from rlvr.config import RunConfig, dump_config
 from rlvr.curriculum import CurriculumStats, GroupOutcome, make_filter, make_sampler, prompt_key
@@ -37,7 +38,6 @@ from rlvr.distributed import (
     shard,
     world_size,
 )
-from rlvr.envs import make_tasks
 from rlvr.errors import RlvrError
 from rlvr.evaluation.checks import eval_setting_warnings
 from rlvr.evaluation.evaluate import eval_completion_rows, eval_settings, run_evaluation, training_metrics
@@ -46,7 +46,6 @@ from rlvr.models.loading import (
     TINY,
     load_model,
     load_policy,
-    load_processor,
     load_tokenizer,
     model_source,
     save_pretrained,
@@ -54,16 +53,12 @@ from rlvr.models.loading import (
 from rlvr.models.lora import add_lora, is_lora, load_lora
 from rlvr.models.prompt_prefix import shares_prompt_forward
 from rlvr.models.prompts import prompt_token_limit
-from rlvr.models.vision import freeze_vision, is_vision_model, make_prompt_encoder
+from rlvr.models.vision import freeze_vision, is_vision_model
 from rlvr.reporting.run_banner import end_facts, start_facts
-from rlvr.rewards.backends import make_reward_pool
-from rlvr.rewards.composite import RewardComposer
 from rlvr.rewards.failures import FailureBudget, RewardFailure
-from rlvr.rewards.loading import check_reward_functions
-from rlvr.rollout import SamplingParams, make_engine
+from rlvr.rollout import SamplingParams
 from rlvr.rollout.collect import make_collector
 from rlvr.rollout.steps import Group
-from rlvr.sandbox.run import prepare_sandbox
 from rlvr.tracking import QuietLogger, run_logger
 from rlvr.tracking.completions import completion_rows, completions_due
 from rlvr.training.advantages import assign_advantages
@@ -112,15 +107,13 @@ class Trainer:
         if is_main():
             dump_config(cfg, self.out / "config.yaml")
         ADVANTAGES.get(cfg.algorithm.advantage)  # fail early on unknown names
-        self.tasks = make_tasks(cfg.data.tasks, cfg.seed, cfg.data.bad_rows)
-        prepare_sandbox(cfg.sandbox.isolation, self.tasks)
+        self.tasks = build_tasks(cfg)
         # The reward workers load every reward function while the model loads; loading is not scoring, so no item's
-        # time limit pays for it (rlvr.rewards.pool). fit() waits for them before the first step.
+        # time limit pays for it (rlvr.assembly). fit() waits for them before the first step.
         self.cancellation = Cancellation()  # a stop request (fit's StopRequests) gives up the waits it is passed to
         self.pool = make_reward_pool(cfg.rewards, cfg.cluster, self.cancellation)
         try:
-            self.composer = RewardComposer(cfg.rewards.functions, self.pool, noise=cfg.rewards.noise_correction)
-            self.pool.start(self.composer.loads(self.tasks))
+            self.composer = start_rewards(self.pool, cfg.rewards.functions, self.tasks, cfg.rewards.noise_correction)
             self._set_up(cfg, strategy, resume_path)
         except BaseException:
             self.pool.close()
@@ -130,7 +123,6 @@ class Trainer:
     def _set_up(self, cfg: RunConfig, strategy: str, resume_path: Path | None) -> None:
         """Everything after the reward workers have started: the model, engine, optimizer, sampler and collector."""
         a = cfg.algorithm
-        check_reward_functions(cfg.rewards.functions, self.tasks)
         self.failures = FailureBudget(cfg.rewards.max_failure_rate, cfg.rewards.failure_window)
         self.flat_reward = FlatRewardAlarm(self.tasks, cfg.rewards.functions)
         self.eval_warnings = eval_setting_warnings(cfg, self.tasks)
@@ -159,15 +151,11 @@ class Trainer:
         self.loss_vanishes = vanishes_without_advantage(POLICY_LOSSES.get(a.policy_loss), a)
         limit = prompt_token_limit(cfg.data.max_prompt_tokens, getattr(self.model.config, "max_position_embeddings", None),
                                    cfg.rollout.max_new_tokens)
-        processor = load_processor(source, cfg.model.trust_remote_code) if is_vision_model(model) else None
-        self.encode = make_prompt_encoder(self.tokenizer, processor, chat_template=cfg.model.chat_template,
-                                          system_prompt=cfg.data.system_prompt, max_tokens=limit[0],
-                                          limit_source=limit[1], template_kwargs=cfg.model.chat_template_kwargs)
+        self.encode = prompt_encoder(cfg, source, self.tokenizer, model, limit)
         for task in self.tasks:
             task.screen_prompts(self.encode)
         self.skipped_rows = [row for task in self.tasks for row in task.skipped_rows]
-        self.engine = make_engine(cfg.rollout.engine, self.model, self.tokenizer, cfg.rollout.batch_size,
-                                  cfg.rollout.compile_layers)
+        self.engine = build_engine(cfg, self.model, self.tokenizer)
         if self.parallel.lockstep_forward:
             self.engine.all_finished = all_ranks
         r = cfg.rollout
@@ -507,16 +495,6 @@ class Trainer:
         last, self._last_pool_counts = getattr(self, "_last_pool_counts", {}), counts
         return {k: v - last.get(k, 0) for k, v in counts.items()}
 
-    def _wait_for_reward_workers(self, logger) -> None:
-        """Before the first step: every reward worker has loaded the reward functions (said once, with the time each
-        took; a function that failed to load stops the run here)."""
-        t = time.perf_counter()
-        loaded = self.pool.wait_ready()
-        if loaded:
-            logger.info("reward functions loaded in the reward workers: "
-                        + ", ".join(f"{label} in {seconds:.1f} s" for label, seconds in loaded.items())
-                        + f" (the first step waited {time.perf_counter() - t:.1f} s for them)")
-
     def fit(self) -> dict[str, float]:
         cfg = self.cfg
         if self.step >= cfg.steps:
@@ -542,7 +520,7 @@ class Trainer:
         try:
             with WATCH.watch(cfg.tracking.stall_warning_s, logger.warn):
                 with self.cancellation.abandonable(world_size() == 1):
-                    self._wait_for_reward_workers(logger)
+                    wait_for_rewards(self.pool, logger.info)  # a function that failed to load stops the run here
                 if self.step == 0 and cfg.eval.every_steps:
                     with WATCH.waiting("the evaluation before the first step"):
                         logger.log(0, self.evaluate(logger))
