@@ -152,4 +152,5 @@ def make_collector(max_staleness: int, **kwargs):
         raise
 
 
-ASYNC_ONLY = ("model", "tokenizer", "engine_name", "batch_size", "num_workers", "ray_address", "ray_num_cpus")
+ASYNC_ONLY = ("model", "tokenizer", "engine_name", "batch_size", "num_workers", "ray_address", "ray_num_cpus",
+              "rollout")

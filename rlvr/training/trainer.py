@@ -59,7 +59,7 @@ from rlvr.rewards.backends import make_reward_pool
 from rlvr.rewards.composite import RewardComposer
 from rlvr.rewards.failures import FailureBudget, RewardFailure
 from rlvr.rewards.loading import check_reward_functions
-from rlvr.rollout import SamplingParams, make_engine
+from rlvr.rollout import SamplingParams, group_engine, make_engine
 from rlvr.rollout.collect import make_collector
 from rlvr.rollout.steps import Group
 from rlvr.sandbox.run import prepare_sandbox
@@ -172,7 +172,6 @@ class Trainer:
         self.seed_per_group = r.seed_per_group if r.seed_per_group is not None else world_size() > 1
         self.params = SamplingParams(n=r.samples_per_prompt, temperature=r.temperature, top_p=r.top_p, top_k=r.top_k,
                                      max_new_tokens=r.max_new_tokens, min_new_tokens=r.min_new_tokens, stop=r.stop,
-                                     tree=r.tree,
                                      # the entropy of samples the update skips (optim.skip_zero_advantage)
                                      return_entropy=a.high_entropy_fraction is not None or cfg.optim.skip_zero_advantage)
         o = cfg.optim
@@ -184,14 +183,15 @@ class Trainer:
         self.filter = make_filter(d.filter.name, d.filter.args)
         self.composer.attach_policy(self.model, self.tokenizer, self.encode)  # for rewards scored with it (rlpr)
         self.step_rewards = StepRewards(cfg.rewards.step_reward)  # process credit's step rewards, if any
+        engine = group_engine(self.engine, r)  # a step's groups: in the wrappers rollout settings add
         self.collector = make_collector(
-            r.max_staleness, engine=self.engine, encode=self.encode, tasks=self.tasks, sampler=self.sampler,
+            r.max_staleness, engine=engine, encode=self.encode, tasks=self.tasks, sampler=self.sampler,
             group_filter=self.filter, stats=self.stats, composer=self.composer, params=self.params,
             prompts_per_step=d.prompts_per_step, max_rounds=d.max_sampling_rounds, seed=cfg.seed,
             seed_per_group=self.seed_per_group, device=lambda: next(self.model.parameters()).device,
             model=self.model, tokenizer=self.tokenizer, engine_name=r.engine, batch_size=r.batch_size,
             num_workers=r.num_workers, ray_address=cfg.cluster.ray_address, ray_num_cpus=cfg.cluster.num_cpus,
-            hints=d.hints)
+            hints=d.hints, rollout=r)
         self.advantage_history: dict = {}
         self.nonfinite = NonFiniteStreak(o.max_nonfinite_steps)
         self.step = 0
