@@ -1,14 +1,69 @@
-"""Capabilities that declare what they need: tree rollouts as a wrapper over an engine with cache sessions."""
+"""Capabilities that declare what they need: estimators registered with their needs and the config checked against
+them at load, and tree rollouts as a wrapper over an engine with cache sessions."""
 
 from __future__ import annotations
 
 import pytest
 
+from rlvr.algorithms import ADVANTAGES, estimator_needs
+from rlvr.algorithms.advantages import grpo
 from rlvr.config import RolloutConfig, TreeConfig, build_config
 from rlvr.errors import ConfigError
 from rlvr.rollout import SamplingParams, group_engine, make_engine
 from rlvr.rollout.tree import TreeRollout
 from tests.test_static_engine import encode, tiny
+
+STEP_REWARD = {"step_reward": {"function": "arithmetic_steps"}}
+
+
+def test_the_built_in_estimators_declare_what_they_need():
+    assert estimator_needs("process_min") == estimator_needs("process_sum") == {"step_rewards"}
+    assert estimator_needs("tree") == {"tree_paths"}
+    assert estimator_needs("task_relative") == estimator_needs("role_baseline") == {"roles"}
+    assert estimator_needs("grpo") == estimator_needs("dcpo_smooth") == frozenset()
+    with pytest.raises(ConfigError, match="Unknown advantage estimator 'grpoo'. Did you mean 'grpo'"):
+        estimator_needs("grpoo")
+
+
+def test_the_tree_estimator_without_tree_rollouts_is_refused_at_load():
+    with pytest.raises(ConfigError, match=r"algorithm.advantage=tree reads the tree paths of tree rollouts, but "
+                                          r"rollout.tree is not set: set rollout.tree"):
+        build_config({"algorithm": {"advantage": "tree"}})
+    cfg = build_config({"algorithm": {"advantage": "tree"}, "rollout": {"engine": "static", "tree": {}}})
+    assert cfg.rollout.tree == TreeConfig()
+
+
+@pytest.mark.parametrize("estimator", ["process_min", "process_sum"])
+def test_each_process_estimator_without_a_step_reward_is_refused_at_load(estimator):
+    with pytest.raises(ConfigError, match=rf"algorithm.advantage={estimator} needs rewards.step_reward \(a reward "
+                                          r"per step, e.g. \{function: arithmetic_steps\}"):
+        build_config({"algorithm": {"advantage": estimator}})
+    assert build_config({"algorithm": {"advantage": estimator}, "rewards": STEP_REWARD}).rewards.step_reward
+
+
+@pytest.mark.parametrize("estimator", ["task_relative", "role_baseline"])
+def test_each_role_estimator_without_a_task_that_gives_roles_is_refused_at_load(estimator):
+    with pytest.raises(ConfigError, match=rf"algorithm.advantage={estimator} compares samples by their role, but no "
+                                          r"task in data.tasks gives roles: add one that does \(absolute_zero, "
+                                          r"kuhn_poker, tictactoe"):
+        build_config({"algorithm": {"advantage": estimator}, "data": {"tasks": [{"name": "arithmetic"}]}})
+    for role_task in ("absolute_zero", "tictactoe", "kuhn_poker"):  # a mixture holding one is enough
+        cfg = build_config({"algorithm": {"advantage": estimator},
+                            "data": {"tasks": [{"name": "arithmetic"}, {"name": role_task}]}})
+        assert cfg.algorithm.advantage == estimator
+
+
+def test_a_plug_in_estimator_is_held_to_the_needs_it_registers():
+    name = "needs_probe"
+    if name not in ADVANTAGES:
+        ADVANTAGES.register(name, needs={"step_rewards"})(grpo)
+    if "needs_typo" not in ADVANTAGES:
+        ADVANTAGES.register("needs_typo", needs={"step_reward"})(grpo)
+    with pytest.raises(ConfigError, match=f"algorithm.advantage={name} needs rewards.step_reward"):
+        build_config({"algorithm": {"advantage": name}})
+    assert build_config({"algorithm": {"advantage": name}, "rewards": STEP_REWARD}).algorithm.advantage == name
+    with pytest.raises(ConfigError, match="needs 'step_reward', which no setting of this config provides"):
+        build_config({"algorithm": {"advantage": "needs_typo"}, "rewards": STEP_REWARD})
 
 
 @pytest.fixture(scope="module")

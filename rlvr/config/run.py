@@ -11,11 +11,10 @@ from rlvr.config.algorithm import AlgorithmConfig, OptimConfig, RolloutCorrectio
 from rlvr.config.base import NamedPart, Section
 from rlvr.config.data import DataConfig
 from rlvr.config.model import ModelConfig
+from rlvr.config.needs import check_estimator_needs
 from rlvr.config.rewards import RewardFunctionConfig, RewardsConfig, SandboxConfig
 from rlvr.config.rollout import RolloutConfig
 from rlvr.config.tracking import TrackingConfig
-
-PROCESS_CREDIT = ("process_min", "process_sum")  # the built-in estimators that read rewards.step_reward
 
 
 class DistributedConfig(Section):
@@ -170,10 +169,9 @@ class RunConfig(Section):
         return self
 
     @model_validator(mode="after")
-    def _process_credit_has_step_rewards(self) -> RunConfig:
-        if self.algorithm.advantage in PROCESS_CREDIT and self.rewards.step_reward is None:
-            raise ValueError(f"algorithm.advantage={self.algorithm.advantage} needs rewards.step_reward (a reward per "
-                             "step, e.g. {function: arithmetic_steps}, or a process reward model; docs/credit.md)")
+    def _estimator_needs_met(self) -> RunConfig:
+        """The estimator's registered needs (step rewards, tree paths, roles) against the settings providing them."""
+        check_estimator_needs(self.algorithm, self.data, self.rollout, self.rewards)
         return self
 
     @model_validator(mode="after")

@@ -60,6 +60,9 @@ class Task(ABC):
     # Its problems come from the policy's own generations (docs/self_play.md): it holds state that checkpoints
     # save (`state_dict`), and the synchronous collector asks it for follow-up problems and late rewards each step.
     self_play = False
+    # Its samples have roles (Problem.role or an episode's seat), which role-aware estimators (task_relative,
+    # role_baseline) need: the config refuses those estimators without such a task
+    gives_roles = False
 
     @property
     def label(self) -> str:

@@ -17,7 +17,6 @@ from pathlib import Path
 import torch
 
 from rlvr.algorithms import (
-    ADVANTAGES,
     KL_ESTIMATORS,
     POLICY_LOSSES,
     AdaptiveKLController,
@@ -110,7 +109,6 @@ class Trainer:
         self.resume_path = resume_path = claim_output_dir(self.out, resume)
         if is_main():
             dump_config(cfg, self.out / "config.yaml")
-        ADVANTAGES.get(cfg.algorithm.advantage)  # fail early on unknown names
         self.tasks = make_tasks(cfg.data.tasks, cfg.seed, cfg.data.bad_rows)
         prepare_sandbox(cfg.sandbox.isolation, self.tasks)
         # The reward workers load every reward function while the model loads; loading is not scoring, so no item's
