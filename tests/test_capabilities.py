@@ -1,5 +1,6 @@
 """Capabilities that declare what they need: estimators registered with their needs and the config checked against
-them at load, and tree rollouts as a wrapper over an engine with cache sessions."""
+them at load, tree rollouts as a wrapper over an engine with cache sessions, and settings that others imply
+resolved at set-up rather than written into the user's sections by a validator."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import pytest
 
 from rlvr.algorithms import ADVANTAGES, estimator_needs
 from rlvr.algorithms.advantages import grpo
-from rlvr.config import RolloutConfig, TreeConfig, build_config
+from rlvr.config import AlgorithmConfig, RolloutConfig, RunConfig, Section, TreeConfig, build_config
 from rlvr.errors import ConfigError
 from rlvr.rollout import SamplingParams, group_engine, make_engine
 from rlvr.rollout.tree import TreeRollout
@@ -105,3 +106,60 @@ def test_calls_inside_a_tree_rollouts_session_sample_independently(tokenizer):
     grown = trees.generate(prompts, params)  # outside a session: a tree of 1 root forked into 3 leaves
     assert all(sorted(c.tree_path for c in g) == [(0, 0, 0), (0, 0, 1), (0, 1, 0)] for g in grown)
     assert sum(c.decoded for c in grown[0]) < 3 * 6
+
+
+def sections(user: dict, cfg: RunConfig) -> None:
+    """Every section of `cfg` equals that section validated alone from what the user wrote: no validator of the
+    whole config rewrote a section."""
+    for name, field in RunConfig.model_fields.items():
+        if isinstance(field.annotation, type) and issubclass(field.annotation, Section):
+            assert getattr(cfg, name) == field.annotation.model_validate(user.get(name, {})), name
+
+
+@pytest.mark.parametrize("user", [
+    {"data": {"hints": {}}},
+    {"algorithm": {"preset": "dapo"}},
+    {"algorithm": {"advantage": "tree"}, "rollout": {"engine": "static", "tree": {"roots": 1}}},
+    {"algorithm": {"advantage": "process_min"}, "rewards": STEP_REWARD, "data": {"hints": {}}},
+])
+def test_no_validator_rewrites_a_section_the_user_wrote(user):
+    cfg = build_config(user)
+    sections(user, cfg)
+    assert cfg.implied == ()
+
+
+def test_hints_train_with_tis_resolved_at_set_up_and_said_so():
+    user = {"data": {"hints": {}}}
+    cfg = build_config(user)
+    assert cfg.algorithm == AlgorithmConfig()  # as written: the user chose no correction
+    assert not cfg.algorithm.rollout_correction.spec().active
+    resolved = cfg.resolved()
+    assert resolved.algorithm.rollout_correction.preset == "tis"
+    assert resolved.algorithm.rollout_correction.spec() == build_config(
+        {"algorithm": {"rollout_correction": "tis"}}).algorithm.rollout_correction.spec()
+    assert resolved.implied == ("algorithm.rollout_correction=tis: hinted samples (data.hints) are off-policy; set "
+                                "algorithm.rollout_correction to choose another (docs/credit.md)",)
+    assert resolved.resolved() == resolved and resolved.resolved().implied == resolved.implied  # once is enough
+    assert cfg.algorithm == AlgorithmConfig()  # resolving copies
+    chosen = build_config({"data": {"hints": {}}, "algorithm": {"rollout_correction": "none"}}).resolved()
+    assert not chosen.algorithm.rollout_correction.spec().active and chosen.implied == ()
+
+
+def test_a_presets_loop_features_are_resolved_at_set_up():
+    cfg = build_config({"algorithm": {"preset": "dapo"}})
+    assert cfg.data.filter.name == "none" and [f.function for f in cfg.rewards.functions] == ["task"]
+    resolved = cfg.resolved()
+    assert resolved.data.filter.name == "dynamic_sampling"
+    assert [f.function for f in resolved.rewards.functions] == ["task", "rlvr.rewards.shaping:overlong_penalty"]
+    assert [line.split(":")[0] for line in resolved.implied] == ["data.filter=dynamic_sampling",
+                                                                 "rewards.functions + overlong (rlvr.rewards.shaping"]
+    kept = build_config({"algorithm": {"preset": "dapo"}, "data": {"filter": "none"}}).resolved()
+    assert kept.data.filter.name == "none"
+
+
+def test_the_run_facts_list_what_was_implied(fast_config):
+    from rlvr.reporting.run_facts import describe_run
+
+    facts = describe_run(build_config(fast_config(data={"hints": {}})))  # `--dry-run`, as the start banner shows them
+    assert facts["implied"].startswith("algorithm.rollout_correction=tis: hinted samples (data.hints) are off-policy")
+    assert "implied" not in describe_run(build_config(fast_config()))

@@ -4,7 +4,9 @@ and docs/config.md.
 The ground floor of the pipeline: it imports only rlvr.errors, rlvr.registry and rlvr.algorithms (presets, what an
 estimator needs). Names of registered pieces (samplers, filters, environments, tasks) are checked against their
 registries by kind, through rlvr.registry, so no plug-in package is imported here; the advantage estimator is checked
-against what it is registered as needing (needs.py). Everything else imports the config from this face."""
+against what it is registered as needing (needs.py). Settings that others imply are filled in by
+`RunConfig.resolved()` at set-up (implied.py), never by a validator. Everything else imports the config from this
+face."""
 
 from rlvr.config.algorithm import AlgorithmConfig, OptimConfig, RolloutCorrectionConfig
 from rlvr.config.base import NamedPart, Section

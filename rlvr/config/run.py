@@ -5,14 +5,15 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, PrivateAttr, model_validator
 
-from rlvr.config.algorithm import AlgorithmConfig, OptimConfig, RolloutCorrectionConfig
-from rlvr.config.base import NamedPart, Section
+from rlvr.config.algorithm import AlgorithmConfig, OptimConfig
+from rlvr.config.base import Section
 from rlvr.config.data import DataConfig
+from rlvr.config.implied import implied_settings
 from rlvr.config.model import ModelConfig
 from rlvr.config.needs import check_estimator_needs
-from rlvr.config.rewards import RewardFunctionConfig, RewardsConfig, SandboxConfig
+from rlvr.config.rewards import RewardsConfig, SandboxConfig
 from rlvr.config.rollout import RolloutConfig
 from rlvr.config.tracking import TrackingConfig
 
@@ -129,21 +130,23 @@ class RunConfig(Section):
     distributed: DistributedConfig = Field(default_factory=DistributedConfig)
     cluster: ClusterConfig = Field(default_factory=ClusterConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+    _implied: tuple[str, ...] = PrivateAttr(default=())  # what resolved() filled in, and why
 
-    @model_validator(mode="after")
-    def _preset_features(self) -> RunConfig:
-        """Loop features a preset implies (e.g. DAPO: dynamic sampling, overlong shaping), unless set explicitly."""
-        if self.algorithm.preset is None:
-            return self
-        from rlvr.algorithms.presets import get_preset
+    def resolved(self) -> RunConfig:
+        """A copy with the settings that others imply filled in where the recipe left them unset (rlvr.config.implied:
+        hints' rollout correction, a preset's loop features): what a run trains with, resolved once at set-up."""
+        settings = implied_settings(self.algorithm, self.data, self.rewards)
+        out = self.model_copy(deep=True)
+        for setting in settings:
+            section, key = setting.key.split(".")
+            setattr(getattr(out, section), key, setting.value)
+        out._implied = self._implied + tuple(s.text for s in settings)
+        return out
 
-        requires = get_preset(self.algorithm.preset).requires
-        if "dynamic_sampling" in requires and "filter" not in self.data.model_fields_set:
-            self.data.filter = NamedPart(name="dynamic_sampling")
-        overlong = "rlvr.rewards.shaping:overlong_penalty"
-        if "overlong_shaping" in requires and not any(f.function == overlong for f in self.rewards.functions):
-            self.rewards.functions = [*self.rewards.functions, RewardFunctionConfig(function=overlong, name="overlong")]
-        return self
+    @property
+    def implied(self) -> tuple[str, ...]:
+        """What `resolved()` filled in, and why (empty for a config as validated)."""
+        return self._implied
 
     @model_validator(mode="after")
     def _batch_divides(self) -> RunConfig:
@@ -157,15 +160,13 @@ class RunConfig(Section):
 
     @model_validator(mode="after")
     def _hints_are_corrected(self) -> RunConfig:
-        """Hinted samples are off-policy: unless the recipe chose a rollout correction, they get TIS (docs/credit.md).
-        Hints are drawn by the synchronous collector."""
+        """Hints are drawn by the synchronous collector (their rollout correction, TIS unless the recipe chose one, is
+        resolved at set-up: rlvr.config.implied)."""
         if self.data.hints is None:
             return self
         if self.rollout.max_staleness > 0:
             raise ValueError("data.hints regenerates all-fail groups in the synchronous loop; set "
                              "rollout.max_staleness=0 or drop data.hints")
-        if "rollout_correction" not in self.algorithm.model_fields_set:
-            self.algorithm.rollout_correction = RolloutCorrectionConfig(preset="tis")
         return self
 
     @model_validator(mode="after")

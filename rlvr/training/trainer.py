@@ -102,7 +102,7 @@ from rlvr.watchdog import WATCH, WaitAbandoned
 
 class Trainer:
     def __init__(self, config: RunConfig, resume: str | None = None):
-        self.cfg = cfg = config
+        self.cfg = cfg = config.resolved()  # with the settings others imply (hints' correction; rlvr.config.implied)
         strategy = start_processes(cfg.distributed.strategy, cfg.model.device)
         check_data_parallel(cfg, strategy, world_size())
         self.out = Path(cfg.tracking.output_dir)
