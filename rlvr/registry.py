@@ -7,7 +7,7 @@ of rlvr is imported."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Generic, TypeVar
 
 from rlvr.errors import ConfigError, did_you_mean
@@ -17,20 +17,25 @@ _BY_KIND: dict[str, Registry] = {}
 
 
 class Registry(Generic[T]):
-    """A named collection of functions or classes with one-line descriptions."""
+    """A named collection of functions or classes with one-line descriptions, and what each needs."""
 
     def __init__(self, kind: str):
         if kind in _BY_KIND:
             raise ValueError(f"a registry of {kind} exists already")
         self.kind = kind
         self._items: dict[str, T] = {}
+        self._needs: dict[str, frozenset[str]] = {}
         _BY_KIND[kind] = self
 
-    def register(self, name: str) -> Callable[[T], T]:
+    def register(self, name: str, needs: Iterable[str] = ()) -> Callable[[T], T]:
+        """Register under `name`; `needs` names what the piece reads that only some runs provide (an advantage
+        estimator's step rewards, tree paths or roles), so a config that does not provide it is refused at load."""
+
         def add(obj: T) -> T:
             if name in self._items:
                 raise ValueError(f"{self.kind} '{name}' is registered twice")
             self._items[name] = obj
+            self._needs[name] = frozenset(needs)
             return obj
 
         return add
@@ -42,6 +47,11 @@ class Registry(Generic[T]):
                 f"Available: {', '.join(sorted(self._items))}."
             )
         return self._items[name]
+
+    def needs(self, name: str) -> frozenset[str]:
+        """What `name` was registered as needing (an unknown name is a ConfigError, as in `get`)."""
+        self.get(name)
+        return self._needs[name]
 
     def names(self) -> list[str]:
         return sorted(self._items)

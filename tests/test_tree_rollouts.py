@@ -15,6 +15,7 @@ from rlvr.config import AlgorithmConfig, TreeConfig, build_config
 from rlvr.errors import ConfigError
 from rlvr.models.logprobs import completion_logprobs
 from rlvr.rollout import SamplingParams, group_generator, make_engine
+from rlvr.rollout.tree import TreeRollout
 from rlvr.training.trainer import Trainer
 from tests.test_static_engine import encode, tiny
 
@@ -29,17 +30,23 @@ def tokenizer():
 PROMPTS = ["3+4=", "12+19=", "7+1="]
 
 
-def tree_params(n=6, new=12, greedy=False, **tree) -> SamplingParams:
+def tree_params(n=6, new=12, greedy=False, **tree) -> tuple[SamplingParams, TreeConfig]:
     spec = TreeConfig(**{"segment_tokens": 4, "branch_factor": 2, "roots": 2, "fork_fraction": 1.0, **tree})
     # min_new_tokens = max_new_tokens: every row runs to the end, so every boundary is reached
-    return SamplingParams(n=n, greedy=greedy, max_new_tokens=new, min_new_tokens=new, tree=spec)
+    return SamplingParams(n=n, greedy=greedy, max_new_tokens=new, min_new_tokens=new), spec
+
+
+def grow(engine, prompts, params_and_tree, generators=None):
+    """`generate` through a TreeRollout over `engine`, as a run with rollout.tree builds it."""
+    params, tree = params_and_tree
+    return TreeRollout(engine, tree, "static").generate(prompts, params, generators)
 
 
 def test_a_greedy_tree_is_token_exact_against_independent_greedy_decoding_of_its_prefixes(tokenizer):
     model = tiny(tokenizer, "llama")
     prompts = encode(tokenizer, PROMPTS)
     static, hf = make_engine("static", model, tokenizer, 64), make_engine("hf", model, tokenizer, 64)
-    groups = static.generate(prompts, tree_params(greedy=True))
+    groups = grow(static, prompts, tree_params(greedy=True))
     for prompt, group in zip(prompts, groups):
         assert len(group) == 6 and len({c.tree_path for c in group}) == 6
         for c in group:
@@ -55,7 +62,7 @@ def test_a_sampled_tree_shares_its_prefixes_and_its_logprobs_equal_a_full_forwar
     prompts = encode(tokenizer, PROMPTS)
     static = make_engine("static", model, tokenizer, 64)
     torch.manual_seed(0)
-    groups = static.generate(prompts, tree_params())
+    groups = grow(static, prompts, tree_params())
     worst = 0.0
     for prompt, group in zip(prompts, groups):
         assert len(group) == 6
@@ -82,15 +89,15 @@ def test_a_tree_whose_rows_end_early_still_gives_n_samples(tokenizer):
     static = make_engine("static", model, tokenizer, 64)
     prompts = encode(tokenizer, PROMPTS)
     # segments as long as the completions: no boundary, two roots, the other four decoded from the prompt
-    groups = static.generate(prompts, tree_params(n=6, new=8, segment_tokens=8))
+    groups = grow(static, prompts, tree_params(n=6, new=8, segment_tokens=8))
     for group in groups:
         assert sorted(c.tree_path for c in group) == [(k,) for k in range(6)]
         assert all(c.decoded == len(c.token_ids) == 8 for c in group)
     # free EOS: rows end anywhere, forks stop at the group's budget, the rest is filled: always n
-    free = SamplingParams(n=5, max_new_tokens=12, tree=TreeConfig(segment_tokens=3, roots=2, fork_fraction=0.5))
+    free = SamplingParams(n=5, max_new_tokens=12), TreeConfig(segment_tokens=3, roots=2, fork_fraction=0.5)
     for seed in range(3):
         torch.manual_seed(seed)
-        assert [len(g) for g in static.generate(prompts, free)] == [5, 5, 5]
+        assert [len(g) for g in grow(static, prompts, free)] == [5, 5, 5]
 
 
 def test_a_groups_tree_depends_on_its_own_generator_only(tokenizer):
@@ -100,7 +107,7 @@ def test_a_groups_tree_depends_on_its_own_generator_only(tokenizer):
     params = tree_params()
 
     def run(rows):
-        return static.generate([prompts[r] for r in rows], params, [group_generator("cpu", 7, r) for r in rows])
+        return grow(static, [prompts[r] for r in rows], params, [group_generator("cpu", 7, r) for r in rows])
 
     together, alone = run([0, 1, 2]), run([1])
     assert [c.token_ids for c in together[1]] == [c.token_ids for c in alone[0]]
@@ -114,7 +121,7 @@ def test_trees_need_the_static_engine_and_fit_the_group():
     tok = train_tokenizer(["1+1=2"] * 10, 40)
     model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_embd=16, n_layer=1, n_head=2)).eval()
     with pytest.raises(ConfigError, match="rollout.engine=static"):
-        make_engine("hf", model, tok, 8).generate([[3, 4]], tree_params())
+        grow(make_engine("hf", model, tok, 8), [[3, 4]], tree_params())
     base = {"samples_per_prompt": 4, "engine": "static"}
     with pytest.raises(ConfigError, match="roots=5 exceeds"):
         build_config({"rollout": {**base, "tree": {"roots": 5}}})

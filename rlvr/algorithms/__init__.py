@@ -3,7 +3,13 @@ aggregation, token selection, and named presets.
 
 Imports nothing of rlvr but the registry and errors: the math knows no config, model or trainer."""
 
-from rlvr.algorithms.advantages import ADVANTAGES, AdvantageInputs, compute_advantages, last_token_rewards
+from rlvr.algorithms.advantages import (
+    ADVANTAGES,
+    AdvantageInputs,
+    compute_advantages,
+    estimator_needs,
+    last_token_rewards,
+)
 from rlvr.algorithms.aggregation import aggregate
 from rlvr.algorithms.kl import KL_ESTIMATORS, AdaptiveKLController, kl_penalized_rewards
 from rlvr.algorithms.losses import POLICY_LOSSES
@@ -24,6 +30,7 @@ __all__ = [
     "AdaptiveKLController",
     "aggregate",
     "compute_advantages",
+    "estimator_needs",
     "future_step_returns",
     "get_preset",
     "high_entropy_token_mask",

@@ -19,6 +19,9 @@ from rlvr.algorithms.turn_credit import TurnInputs, apply_turn_credit
 from rlvr.registry import Registry
 
 ADVANTAGES: Registry = Registry("advantage estimator")
+# An estimator is registered with what it reads that only some runs provide, each named as its AdvantageInputs
+# field: "step_rewards" (rewards.step_reward), "tree_paths" (rollout.tree), "roles" (tasks that give roles), e.g.
+# `@ADVANTAGES.register("tree", needs={"tree_paths"})`; the config is checked against them at load.
 
 
 @dataclass
@@ -36,6 +39,13 @@ class AdvantageInputs:
     step_mask: Tensor | None = None  # [N, C] 1 on the tokens that end a step
     tree_paths: list[tuple[int, ...]] | None = None  # per sample, its path in its group's tree (tree rollouts)
     roles: list[str] | None = None  # per sample, its task and role ('<task label>/<role>'; the label alone without one)
+
+
+def estimator_needs(name: str) -> frozenset[str]:
+    """What advantage estimator `name` reads that only some runs provide ("step_rewards", "tree_paths", "roles"):
+    the config is checked against it at load, and step rewards are computed only for an estimator that needs
+    "step_rewards". An unknown name is a ConfigError naming the registered ones."""
+    return ADVANTAGES.needs(name)
 
 
 def last_token_rewards(scores: Tensor, mask: Tensor) -> Tensor:
@@ -231,7 +241,7 @@ def _role_ids(inp: AdvantageInputs, name: str) -> tuple[list[str], Tensor]:
     return keys, torch.tensor([index[r] for r in inp.roles], dtype=torch.long, device=inp.scores.device)
 
 
-@ADVANTAGES.register("task_relative")
+@ADVANTAGES.register("task_relative", needs={"roles"})
 def task_relative(inp: AdvantageInputs, cfg: AlgorithmSettings) -> tuple[Tensor, None]:
     """Task-relative REINFORCE++ (Absolute Zero, Zhao et al. 2025, arXiv 2505.03335): one baseline per task and
     role over the step, A_i = (s_i - mean_k) / (std_k + eps), mean and std over the step's samples of the
@@ -244,7 +254,7 @@ def task_relative(inp: AdvantageInputs, cfg: AlgorithmSettings) -> tuple[Tensor,
     return _broadcast((scores - mean) / (std + cfg.advantage_epsilon), inp.mask), None
 
 
-@ADVANTAGES.register("role_baseline")
+@ADVANTAGES.register("role_baseline", needs={"roles"})
 def role_baseline(inp: AdvantageInputs, cfg: AlgorithmSettings) -> tuple[Tensor, dict]:
     """Role-conditioned advantage estimation (SPIRAL, Liu et al. 2025, arXiv 2506.24119): a running baseline per
     role (a game and seat, 'tictactoe/seat1'), the exponential moving average of that role's rewards. Samples are

@@ -57,7 +57,7 @@ def _process_credit(inp: AdvantageInputs, cfg: AlgorithmSettings, form: str) -> 
     return masked_whiten((returns - mean[:, None]) * inp.mask, inp.mask, cfg.std_unbiased, cfg.advantage_epsilon)
 
 
-@ADVANTAGES.register("process_min")
+@ADVANTAGES.register("process_min", needs={"step_rewards"})
 def process_min(inp: AdvantageInputs, cfg: AlgorithmSettings) -> tuple[Tensor, None]:
     """PURE min-form process credit (Cheng et al. 2025, arXiv 2504.15275): a token's return is the minimum of the
     step rewards ahead of it plus process_outcome_weight x the outcome score; A = whitened (return - group mean of
@@ -65,7 +65,7 @@ def process_min(inp: AdvantageInputs, cfg: AlgorithmSettings) -> tuple[Tensor, N
     return _process_credit(inp, cfg, "min"), None
 
 
-@ADVANTAGES.register("process_sum")
+@ADVANTAGES.register("process_sum", needs={"step_rewards"})
 def process_sum(inp: AdvantageInputs, cfg: AlgorithmSettings) -> tuple[Tensor, None]:
     """Sum-form process credit (the canonical return that PURE shows invites reward hacking): a token's return is the
     sum of the step rewards ahead of it plus process_outcome_weight x the outcome score; A = whitened (return - group

@@ -37,7 +37,7 @@ def subtree_centred(scores: Tensor, group_ids: Tensor, paths: list[tuple[int, ..
     return out
 
 
-@ADVANTAGES.register("tree")
+@ADVANTAGES.register("tree", needs={"tree_paths"})
 def tree_advantage(inp: AdvantageInputs, cfg: AlgorithmSettings) -> tuple[Tensor, None]:
     """TreePO subtree advantage (Li et al. 2025, arXiv 2508.17445): the size-weighted mean of s_i minus the mean of
     each subtree holding the sample (the group and every shared-prefix subtree of two or more), over the group std;

@@ -1,9 +1,12 @@
 """The config of a run: the typed schema of each section (one module per section), YAML recipes, dotted overrides
 and docs/config.md.
 
-The ground floor of the pipeline: it imports only rlvr.errors, rlvr.registry and rlvr.algorithms (presets). Names
-of registered pieces (samplers, filters, environments) are checked against their registries by kind, through
-rlvr.registry, so no plug-in package is imported here. Everything else imports the config from this face."""
+The ground floor of the pipeline: it imports only rlvr.errors, rlvr.registry and rlvr.algorithms (presets, what an
+estimator needs). Names of registered pieces (samplers, filters, environments, tasks) are checked against their
+registries by kind, through rlvr.registry, so no plug-in package is imported here; the advantage estimator is checked
+against what it is registered as needing (needs.py). Settings that others imply are filled in by
+`RunConfig.resolved()` at set-up (implied.py), never by a validator. Everything else imports the config from this
+face."""
 
 from rlvr.config.algorithm import AlgorithmConfig, OptimConfig, RolloutCorrectionConfig
 from rlvr.config.base import NamedPart, Section

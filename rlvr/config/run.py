@@ -5,17 +5,17 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, PrivateAttr, model_validator
 
-from rlvr.config.algorithm import AlgorithmConfig, OptimConfig, RolloutCorrectionConfig
-from rlvr.config.base import NamedPart, Section
+from rlvr.config.algorithm import AlgorithmConfig, OptimConfig
+from rlvr.config.base import Section
 from rlvr.config.data import DataConfig
+from rlvr.config.implied import implied_settings
 from rlvr.config.model import ModelConfig
-from rlvr.config.rewards import RewardFunctionConfig, RewardsConfig, SandboxConfig
+from rlvr.config.needs import check_estimator_needs
+from rlvr.config.rewards import RewardsConfig, SandboxConfig
 from rlvr.config.rollout import RolloutConfig
 from rlvr.config.tracking import TrackingConfig
-
-PROCESS_CREDIT = ("process_min", "process_sum")  # the built-in estimators that read rewards.step_reward
 
 
 class DistributedConfig(Section):
@@ -130,21 +130,23 @@ class RunConfig(Section):
     distributed: DistributedConfig = Field(default_factory=DistributedConfig)
     cluster: ClusterConfig = Field(default_factory=ClusterConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+    _implied: tuple[str, ...] = PrivateAttr(default=())  # what resolved() filled in, and why
 
-    @model_validator(mode="after")
-    def _preset_features(self) -> RunConfig:
-        """Loop features a preset implies (e.g. DAPO: dynamic sampling, overlong shaping), unless set explicitly."""
-        if self.algorithm.preset is None:
-            return self
-        from rlvr.algorithms.presets import get_preset
+    def resolved(self) -> RunConfig:
+        """A copy with the settings that others imply filled in where the recipe left them unset (rlvr.config.implied:
+        hints' rollout correction, a preset's loop features): what a run trains with, resolved once at set-up."""
+        settings = implied_settings(self.algorithm, self.data, self.rewards)
+        out = self.model_copy(deep=True)
+        for setting in settings:
+            section, key = setting.key.split(".")
+            setattr(getattr(out, section), key, setting.value)
+        out._implied = self._implied + tuple(s.text for s in settings)
+        return out
 
-        requires = get_preset(self.algorithm.preset).requires
-        if "dynamic_sampling" in requires and "filter" not in self.data.model_fields_set:
-            self.data.filter = NamedPart(name="dynamic_sampling")
-        overlong = "rlvr.rewards.shaping:overlong_penalty"
-        if "overlong_shaping" in requires and not any(f.function == overlong for f in self.rewards.functions):
-            self.rewards.functions = [*self.rewards.functions, RewardFunctionConfig(function=overlong, name="overlong")]
-        return self
+    @property
+    def implied(self) -> tuple[str, ...]:
+        """What `resolved()` filled in, and why (empty for a config as validated)."""
+        return self._implied
 
     @model_validator(mode="after")
     def _batch_divides(self) -> RunConfig:
@@ -157,20 +159,9 @@ class RunConfig(Section):
         return self
 
     @model_validator(mode="after")
-    def _hints_are_corrected(self) -> RunConfig:
-        """Hinted samples are off-policy: unless the recipe chose a rollout correction, they get TIS (docs/credit.md).
-        (Hints with rollout.max_staleness > 0 are refused by the collector's stage check, rlvr.rollout.stages.)"""
-        if self.data.hints is None:
-            return self
-        if "rollout_correction" not in self.algorithm.model_fields_set:
-            self.algorithm.rollout_correction = RolloutCorrectionConfig(preset="tis")
-        return self
-
-    @model_validator(mode="after")
-    def _process_credit_has_step_rewards(self) -> RunConfig:
-        if self.algorithm.advantage in PROCESS_CREDIT and self.rewards.step_reward is None:
-            raise ValueError(f"algorithm.advantage={self.algorithm.advantage} needs rewards.step_reward (a reward per "
-                             "step, e.g. {function: arithmetic_steps}, or a process reward model; docs/credit.md)")
+    def _estimator_needs_met(self) -> RunConfig:
+        """The estimator's registered needs (step rewards, tree paths, roles) against the settings providing them."""
+        check_estimator_needs(self.algorithm, self.data, self.rollout, self.rewards)
         return self
 
     @model_validator(mode="after")

@@ -296,6 +296,7 @@ class GameTask(Task):
     Played in the game's own environment (data.tasks[].env may set max_tokens and max_turns)."""
 
     verifier = "rlvr.envs.base:episode_verdict"
+    gives_roles = True  # each episode's seat
     game: type[Game]
 
     def __init__(self, seed: int = 0, opponent: str = SELF, eval_opponent: str = "random", eval_size: int = 200):

@@ -35,8 +35,9 @@ def task_size(task, split: str) -> str:
 
 def run_facts(cfg: RunConfig, tasks: Sequence, tokenizer, encode, parameters: int,
               trainable: int | None = None) -> dict[str, str]:
-    """Label -> value, in the order people read them. `encode` is the run's PromptEncoder; `parameters` and
-    `trainable` the policy's counts (trainable None: all of them)."""
+    """Label -> value, in the order people read them. `cfg` as resolved (`RunConfig.resolved()`: what it implies is
+    listed); `encode` is the run's PromptEncoder; `parameters` and `trainable` the policy's counts (trainable None:
+    all of them)."""
     m, d, r, a, o = cfg.model, cfg.data, cfg.rollout, cfg.algorithm, cfg.optim
     size = f"{human_count(parameters)} parameters"
     if trainable is not None and trainable != parameters:
@@ -55,6 +56,8 @@ def run_facts(cfg: RunConfig, tasks: Sequence, tokenizer, encode, parameters: in
     facts["algorithm"] = ((f"preset {a.preset}: " if a.preset else "") + f"advantage {a.advantage}, loss "
                           f"{a.policy_loss}, aggregation {a.loss_aggregation}, kl_coef {a.kl_coef:g}, lr {o.lr:g}")
     facts["rewards"] = ", ".join(f"{f.metric_name} x {f.weight:g}" for f in cfg.rewards.functions)
+    if cfg.implied:
+        facts["implied"] = "; ".join(cfg.implied)
     facts["output"] = cfg.tracking.output_dir
     first = tasks[0].problem("train", 0).prompt
     ids = encode(first, where=f"task {tasks[0].label}, first problem")
@@ -114,4 +117,4 @@ def describe_run(cfg: RunConfig) -> dict[str, str]:
                                  template_kwargs=cfg.model.chat_template_kwargs)
     for task in tasks:
         task.screen_prompts(encode)
-    return run_facts(cfg, tasks, tokenizer, encode, parameters)
+    return run_facts(cfg.resolved(), tasks, tokenizer, encode, parameters)

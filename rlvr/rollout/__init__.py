@@ -15,6 +15,7 @@ from rlvr.rollout.base import (
     group_generator,
     make_engine,
 )
+from rlvr.rollout.group_engine import group_engine
 
-__all__ = ["ENGINES", "Completion", "RolloutEngine", "SamplingParams", "group_generator",
+__all__ = ["ENGINES", "Completion", "RolloutEngine", "SamplingParams", "group_engine", "group_generator",
            "make_engine"]

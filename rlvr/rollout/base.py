@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 import torch
 
@@ -32,7 +32,6 @@ class SamplingParams:
     greedy: bool = False
     return_entropy: bool = False  # per-token entropy costs a full-vocabulary pass per step: only when needed
     suppress_tokens: tuple[int, ...] = ()  # never sampled (a VLM's image placeholders); not in the logprobs
-    tree: Any = None  # rollout.tree (TreeConfig): the n samples decoded as a tree of segments (rlvr.rollout.tree)
 
 
 @dataclass
@@ -90,10 +89,6 @@ class BatchedEngine:
 
     def generate(self, prompts: list[list[int]], params: SamplingParams,
                  generators: list[torch.Generator] | None = None) -> list[list[Completion]]:
-        if params.tree is not None:
-            raise ConfigError(f"rollout.tree decodes a group as a tree with the static engine's cache sessions, but "
-                              f"this run generates with {type(self).__name__} (rollout.engine=auto picks the static "
-                              f"engine only on CUDA). Set rollout.engine=static (Llama, Qwen2, Qwen3, Mistral).")
         per_batch = max(1, self.batch_size // params.n)
         out: list[list[Completion]] = []
         was_training = self.model.training

@@ -160,4 +160,4 @@ def make_collector(max_staleness: int, *, data, **kwargs):
 
 
 ASYNC_ONLY = ("model", "tokenizer", "engine_name", "batch_size", "num_workers", "ray_address", "ray_num_cpus",
-              "cancellation")
+              "cancellation", "rollout")

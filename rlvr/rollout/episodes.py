@@ -182,8 +182,7 @@ class EpisodeRunner:
         if starting:
             longest = max(running[g * n + j].budget for g in starting for j in range(n))
             first = self.engine.generate([prompts[g] for g in starting],
-                                         replace(params, max_new_tokens=min(params.max_new_tokens, longest),
-                                                 tree=None),  # tree rollouts are for single completions
+                                         replace(params, max_new_tokens=min(params.max_new_tokens, longest)),
                                          [generators[g] for g in starting] if generators is not None else None)
             t0 = time.perf_counter()
             for g, group in zip(starting, first):

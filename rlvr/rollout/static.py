@@ -42,7 +42,6 @@ from rlvr.models.vision import is_vision_model
 from rlvr.rollout.base import ENGINES, BatchedEngine, Completion, SamplingParams
 from rlvr.rollout.hf import HFRolloutEngine, eos_ids
 from rlvr.rollout.sampling import next_tokens, stop_reached
-from rlvr.rollout.tree import grow_trees
 from rlvr.watchdog import WATCH
 
 FAMILIES = ("llama", "qwen2", "qwen3", "mistral")
@@ -347,8 +346,6 @@ class StaticCacheEngine(BatchedEngine):
     def generate(self, prompts: list[list[int]], params: SamplingParams,
                  generators: list[torch.Generator] | None = None) -> list[list[Completion]]:
         self._check_weights()
-        if params.tree is not None:  # rollout.tree: segments continued in one session (rlvr.rollout.tree)
-            return grow_trees(self, prompts, params, generators)
         return super().generate(prompts, params, generators)
 
     def _prefill(self, prompts: list[list[int]], n: int, width: int) -> tuple[int, torch.Tensor, list[torch.Tensor]]:

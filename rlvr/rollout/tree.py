@@ -11,18 +11,58 @@ leaves, the rest are decoded from the prompt as independent samples, so a group 
 
 Each leaf carries its path (`Completion.tree_path`: its root, then its child index at each boundary), which the
 `tree` advantage estimator reads, and `decoded_tokens`: the tokens it decoded itself, not inherited from a parent,
-so their sum is what the engine decoded for the group. With the static engine the continuations run in one session,
-so a forked row reuses its parent's keys and values (no prefill of the shared prefix)."""
+so their sum is what the engine decoded for the group.
+
+`TreeRollout` is a rollout engine over another one, built at set-up when rollout.tree is set; the engine under it
+knows nothing of trees. It needs the engine's cache sessions (`session()`, the static engine's): the continuations
+of a tree run in one session, so a forked row reuses its parent's keys and values (no prefill of the shared
+prefix)."""
 
 from __future__ import annotations
 
 import math
-from contextlib import nullcontext
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
 import torch
 
-from rlvr.rollout.base import Completion, SamplingParams
+from rlvr.config import TreeConfig
+from rlvr.errors import ConfigError
+from rlvr.rollout.base import Completion, RolloutEngine, SamplingParams
+
+
+class TreeRollout:
+    """`generate` decodes each prompt's `params.n` samples as a tree (rollout.tree) over `engine`, continuing rows in
+    the engine's cache sessions. Calls inside this engine's own `session()` (the turns of multi-turn episodes, which
+    continue earlier calls' rows) go to the engine unchanged: a tree needs a session of its own, so tree rollouts
+    are for single completions and an episode samples independently."""
+
+    def __init__(self, engine: RolloutEngine, tree: TreeConfig, engine_name: str):
+        if not callable(getattr(engine, "session", None)):
+            raise ConfigError(f"rollout.tree decodes a group as a tree in the engine's cache sessions, but "
+                              f"rollout.engine={engine_name} generates with {type(engine).__name__} here, which has "
+                              f"none (auto picks the static engine only on CUDA). Set rollout.engine=static (Llama, "
+                              f"Qwen2, Qwen3, Mistral), or drop rollout.tree.")
+        self.engine, self.tree = engine, tree
+        self.batch_size = getattr(engine, "batch_size", None)  # groups per engine batch (EpisodeRunner)
+        self.in_session = False
+
+    def generate(self, prompts: list[list[int]], params: SamplingParams,
+                 generators: list[torch.Generator] | None = None) -> list[list[Completion]]:
+        if self.in_session:
+            return self.engine.generate(prompts, params, generators)
+        return grow_trees(self.engine, prompts, params, self.tree, generators)
+
+    @contextmanager
+    def session(self) -> Iterator[None]:
+        """The engine's session, whose calls continue the rows of earlier ones (samples, not trees)."""
+        with self.engine.session():
+            self.in_session = True
+            try:
+                yield
+            finally:
+                self.in_session = False
 
 
 @dataclass
@@ -60,18 +100,17 @@ def _spawn(generator: torch.Generator | None, count: int) -> list[torch.Generato
     return [torch.Generator(generator.device).manual_seed(s) for s in seeds]
 
 
-def grow_trees(engine, prompts: list[list[int]], params: SamplingParams,
+def grow_trees(engine, prompts: list[list[int]], params: SamplingParams, tree: TreeConfig,
                generators: list[torch.Generator] | None = None) -> list[list[Completion]]:
-    """`params.n` completions per prompt decoded as trees (params.tree: segment_tokens, branch_factor, roots,
-    fork_fraction) with `engine.generate` segment by segment, inside `engine.session()` where the engine has one."""
-    tree, n = params.tree, params.n
-    plain = replace(params, tree=None)
+    """`params.n` completions per prompt decoded as trees (segment_tokens, branch_factor, roots, fork_fraction) with
+    `engine.generate` segment by segment, inside one `engine.session()`."""
+    n = params.n
     if n == 1:
-        return engine.generate(prompts, plain, generators)
+        return engine.generate(prompts, params, generators)
     roots = min(tree.roots, n)
     rows: list[_Row] = []
-    with getattr(engine, "session", nullcontext)():
-        first = engine.generate(prompts, replace(plain, n=roots, max_new_tokens=min(tree.segment_tokens,
+    with engine.session():
+        first = engine.generate(prompts, replace(params, n=roots, max_new_tokens=min(tree.segment_tokens,
                                                                                      params.max_new_tokens),
                                                  return_entropy=True), generators)
         for g, group in enumerate(first):
@@ -83,7 +122,7 @@ def grow_trees(engine, prompts: list[list[int]], params: SamplingParams,
             rows += _forks(rows, live, n, tree)
             live = [r for r in rows if not r.finished]
             done = len(live[0].tokens)
-            segment = replace(plain, n=1, max_new_tokens=min(tree.segment_tokens, params.max_new_tokens - done),
+            segment = replace(params, n=1, max_new_tokens=min(tree.segment_tokens, params.max_new_tokens - done),
                               min_new_tokens=max(0, params.min_new_tokens - done), return_entropy=True)
             out = engine.generate([prompts[r.group] + r.tokens for r in live], segment,
                                   [r.generator for r in live] if generators is not None else None)
@@ -91,7 +130,7 @@ def grow_trees(engine, prompts: list[list[int]], params: SamplingParams,
                 _advance(r, c, params)
     leaves = [[r for r in rows if r.group == g] for g in range(len(prompts))]
     missing = [(g, n - len(group)) for g, group in enumerate(leaves) if len(group) < n]
-    filled = _independent(engine, prompts, plain, generators, missing, roots)
+    filled = _independent(engine, prompts, params, generators, missing, roots)
     out = []
     for g, group in enumerate(leaves):
         completions = [_completion(engine.tokenizer, r, params.return_entropy) for r in group]
@@ -107,7 +146,7 @@ def _advance(row: _Row, c: Completion, params: SamplingParams) -> None:
     row.truncated = row.finished and not ended
 
 
-def _forks(rows: list[_Row], live: list[_Row], n: int, tree) -> list[_Row]:
+def _forks(rows: list[_Row], live: list[_Row], n: int, tree: TreeConfig) -> list[_Row]:
     """At a boundary: the new rows forked from the most uncertain live ones, within the group's budget of n."""
     new = []
     for g in dict.fromkeys(r.group for r in live):

@@ -50,12 +50,14 @@ import torch
 import torch.distributed as dist
 
 from rlvr.cancellation import POLL_S, Cancellation, WaitAbandoned
+from rlvr.config import RolloutConfig
 from rlvr.curriculum import prompt_key
 from rlvr.distributed import world_size
 from rlvr.envs.task import EnvTask
 from rlvr.errors import ConfigError, RlvrError
 from rlvr.rollout.base import group_generator, make_engine
 from rlvr.rollout.episodes import EpisodeRunner
+from rlvr.rollout.group_engine import group_engine
 from rlvr.rollout.stages import CollectionStage, StepDraft
 from rlvr.rollout.steps import CollectedStep, Group, staleness_metrics
 from rlvr.watchdog import WATCH
@@ -102,6 +104,7 @@ class WorkerSpec:
     engine: str
     batch_size: int
     params: Any  # SamplingParams
+    rollout: Any  # RolloutConfig: its engine gets the wrappers the trainer's does (group_engine)
     seed: int
     threads: int
     encode: Any  # the trainer's PromptEncoder (episodes render their turns with it)
@@ -140,7 +143,7 @@ def serve(conn: Connection) -> None:
     model = _build_policy(spec)
     tensors = weight_tensors(model)
     flats = flatten_by_dtype(tensors)
-    engine = make_engine(spec.engine, model, spec.tokenizer, spec.batch_size)
+    engine = group_engine(make_engine(spec.engine, model, spec.tokenizer, spec.batch_size), spec.rollout)
     runner = EpisodeRunner(engine, spec.encode)
     store = dist.TCPStore(host, port, is_master=False, timeout=datetime.timedelta(seconds=WEIGHT_SYNC_TIMEOUT_S))
     send(conn, ("ready",))
@@ -231,13 +234,14 @@ class AsyncCollector:
 
     def __init__(self, *, encode, tasks, sampler, group_filter, stats, composer, params, prompts_per_step: int,
                  max_rounds: int, seed: int, max_staleness: int, model, tokenizer, engine_name: str, batch_size: int,
-                 num_workers: int, cancellation: Cancellation, launcher=None,
+                 num_workers: int, cancellation: Cancellation, rollout=None, launcher=None,
                  stages: list[CollectionStage] = (), **_in_process_only):
         """The StepCollector's arguments (the in-process engine, per-group seeding flags and device are not used:
         workers build their own engine and seed each group by job) plus the policy, tokenizer, engine name and
-        batch size the workers are built from; `cancellation` (the run's) may give up the wait for a group;
-        `launcher` starts the workers elsewhere (RayLauncher: Ray actors), None as local subprocesses; `stages`,
-        collection stages that support this collector."""
+        batch size the workers are built from, and the rollout settings that wrap their engines (`rollout`:
+        RolloutConfig, None: no wrapper; rlvr.rollout.group_engine); `cancellation` (the run's) may give up the wait
+        for a group; `launcher` starts the workers elsewhere (RayLauncher: Ray actors), None as local subprocesses;
+        `stages`, collection stages that support this collector."""
         from rlvr.models.lora import is_lora
 
         if world_size() > 1:
@@ -252,7 +256,7 @@ class AsyncCollector:
         self.prompts_per_step, self.max_rounds, self.max_staleness = prompts_per_step, max_rounds, max_staleness
         self.groups_per_job = max(1, batch_size // params.n)
         self.spec = WorkerSpec(model.config, model.generation_config, next(model.parameters()).dtype, tokenizer,
-                               engine_name, batch_size, params, seed,
+                               engine_name, batch_size, params, rollout or RolloutConfig(), seed,
                                max(1, (os.cpu_count() or 2) // (num_workers + 1)), encode,
                                {t: task for t, task in enumerate(tasks) if isinstance(task, EnvTask)})
         self.launcher = launcher

@@ -188,6 +188,7 @@ class AbsoluteZeroTask(Task):
     verifier = "rlvr.tasks.absolute_zero:score"
     runs_untrusted_code = True
     derives_problems = True
+    gives_roles = True  # each problem's role: a task type's proposer or solver
 
     def __init__(self, seed: int = 0, types: list[str] | tuple[str, ...] = TYPES, references: int = 2,
                  induction_inputs: int = 4, min_solve: int = 1, invalid_penalty: float = -0.5,

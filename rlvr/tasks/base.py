@@ -61,6 +61,9 @@ class Task(ABC):
     # follow-up stage (rlvr.rollout.follow_ups) asks it for follow-up problems and late rewards each step, and it holds
     # state that checkpoints save (`state_dict`). (Games are self-play too, but derive no problems.)
     derives_problems = False
+    # Its samples have roles (Problem.role or an episode's seat), which role-aware estimators (task_relative,
+    # role_baseline) need: the config refuses those estimators without such a task
+    gives_roles = False
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

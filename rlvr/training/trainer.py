@@ -17,7 +17,6 @@ from pathlib import Path
 import torch
 
 from rlvr.algorithms import (
-    ADVANTAGES,
     KL_ESTIMATORS,
     POLICY_LOSSES,
     AdaptiveKLController,
@@ -56,7 +55,7 @@ from rlvr.models.prompts import prompt_token_limit
 from rlvr.models.vision import freeze_vision, is_vision_model
 from rlvr.reporting.run_banner import end_facts, start_facts
 from rlvr.rewards.failures import FailureBudget, RewardFailure
-from rlvr.rollout import SamplingParams
+from rlvr.rollout import SamplingParams, group_engine
 from rlvr.rollout.collect import make_collector
 from rlvr.rollout.steps import Group
 from rlvr.tracking import QuietLogger, run_logger
@@ -99,14 +98,13 @@ from rlvr.watchdog import WATCH
 
 class Trainer:
     def __init__(self, config: RunConfig, resume: str | None = None):
-        self.cfg = cfg = config
+        self.cfg = cfg = config.resolved()  # with the settings others imply (hints' correction; rlvr.config.implied)
         strategy = start_processes(cfg.distributed.strategy, cfg.model.device)
         check_data_parallel(cfg, strategy, world_size())
         self.out = Path(cfg.tracking.output_dir)
         self.resume_path = resume_path = claim_output_dir(self.out, resume)
         if is_main():
             dump_config(cfg, self.out / "config.yaml")
-        ADVANTAGES.get(cfg.algorithm.advantage)  # fail early on unknown names
         self.tasks = build_tasks(cfg)
         # The reward workers load every reward function while the model loads; loading is not scoring, so no item's
         # time limit pays for it (rlvr.assembly). fit() waits for them before the first step.
@@ -162,7 +160,6 @@ class Trainer:
         self.seed_per_group = r.seed_per_group if r.seed_per_group is not None else world_size() > 1
         self.params = SamplingParams(n=r.samples_per_prompt, temperature=r.temperature, top_p=r.top_p, top_k=r.top_k,
                                      max_new_tokens=r.max_new_tokens, min_new_tokens=r.min_new_tokens, stop=r.stop,
-                                     tree=r.tree,
                                      # the entropy of samples the update skips (optim.skip_zero_advantage)
                                      return_entropy=a.high_entropy_fraction is not None or cfg.optim.skip_zero_advantage)
         o = cfg.optim
@@ -174,14 +171,15 @@ class Trainer:
         self.filter = make_filter(d.filter.name, d.filter.args)
         self.composer.attach_policy(self.model, self.tokenizer, self.encode)  # for rewards scored with it (rlpr)
         self.step_rewards = StepRewards(cfg.rewards.step_reward)  # process credit's step rewards, if any
+        engine = group_engine(self.engine, r)  # a step's groups: in the wrappers rollout settings add
         self.collector = make_collector(
-            r.max_staleness, engine=self.engine, encode=self.encode, tasks=self.tasks, sampler=self.sampler,
+            r.max_staleness, engine=engine, encode=self.encode, tasks=self.tasks, sampler=self.sampler,
             group_filter=self.filter, stats=self.stats, composer=self.composer, params=self.params,
             prompts_per_step=d.prompts_per_step, max_rounds=d.max_sampling_rounds, seed=cfg.seed,
             seed_per_group=self.seed_per_group, device=lambda: next(self.model.parameters()).device,
             model=self.model, tokenizer=self.tokenizer, engine_name=r.engine, batch_size=r.batch_size,
             num_workers=r.num_workers, ray_address=cfg.cluster.ray_address, ray_num_cpus=cfg.cluster.num_cpus,
-            data=d, cancellation=self.cancellation)
+            data=d, cancellation=self.cancellation, rollout=r)
         self.advantage_history: dict = {}
         self.nonfinite = NonFiniteStreak(o.max_nonfinite_steps)
         self.step = 0
