@@ -18,7 +18,7 @@ from rlvr.errors import ConfigError
 from rlvr.models.loading import train_tokenizer
 from rlvr.rewards.arithmetic_steps import arithmetic_steps
 from rlvr.rewards.composite import RewardComposer
-from rlvr.rewards.contract import SpanScore, checked_spans
+from rlvr.rewards.contract import checked_spans
 from rlvr.rewards.failures import FailureBudget
 from rlvr.rewards.pool import RewardPool
 from rlvr.rewards.process import resolve_process_reward, span_token_positions, token_text_ends
@@ -28,6 +28,7 @@ from rlvr.rollout.steps import Group
 from rlvr.tasks import make_task
 from rlvr.training.process_rewards import ProcessRewards
 from rlvr.training.trainer import Trainer
+from rlvr.verifiers.verdict import SpanScore
 
 
 def steps_at(width: int, ends: dict[int, float]) -> tuple[torch.Tensor, torch.Tensor]:

@@ -12,8 +12,8 @@ import re
 from typing import Any
 
 from rlvr.config import ArithmeticStepSettings
-from rlvr.rewards.contract import SpanScore
 from rlvr.rewards.process import register_process_reward
+from rlvr.verifiers.verdict import SpanScore
 
 NUMBER = r"\d+(?:\.\d+)?"
 OPERATOR = r"(?:[+\-*/×÷·]|\\times|\\cdot|\\div)"

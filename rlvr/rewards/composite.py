@@ -25,12 +25,12 @@ import torch
 from rlvr.config import NoiseCorrectionConfig, RewardFunctionConfig, StepRewardConfig
 from rlvr.errors import ConfigError
 from rlvr.rewards.callables import pickle_reward
-from rlvr.rewards.contract import SpanScore
 from rlvr.rewards.loading import REWARDS
 from rlvr.rewards.noise import NoisyChannel
 from rlvr.rewards.pool import RewardLoad, RewardOutcome, RewardPool, RewardRequest, spec_label
 from rlvr.rewards.process import process_reward_args, resolve_process_reward
 from rlvr.tasks.base import Problem, Task
+from rlvr.verifiers.verdict import SpanScore
 
 
 @dataclass

@@ -1,4 +1,5 @@
-"""The reward contract: what a reward function may return (docs/rewards.md, "What a reward returns").
+"""The reward contract: reading what a reward function returns (docs/rewards.md, "What a reward returns"; the
+types it may return live beside `Verdict` in rlvr.verifiers.verdict, so verifiers and tasks can return them).
 
 A reward `f(prompt, completion, **fields)` returns
 - a number: the score;
@@ -14,28 +15,9 @@ A process reward (rewards.step_reward) returns its spans: a `RewardResult(spans=
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
-
-@dataclass(frozen=True)
-class SpanScore:
-    """A score for the characters [start, end) of a completion's text (a reasoning step of it, for process
-    credit)."""
-
-    start: int
-    end: int
-    score: float
-
-
-@dataclass(frozen=True)
-class RewardResult:
-    """What a reward returns when a number or a dict is not enough (see the module's docstring)."""
-
-    score: float | dict[str, Any] | None = None
-    spans: Sequence[SpanScore | tuple[int, int, float]] | None = None
-    payload: Any = None
+from rlvr.verifiers.verdict import RewardResult, SpanScore
 
 
 def reported_answer(value) -> tuple:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from rlvr.rewards.contract import SpanScore
+from rlvr.verifiers.verdict import SpanScore
 
 Status = Literal["ok", "error", "timeout", "crash"]
 

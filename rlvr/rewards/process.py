@@ -21,8 +21,8 @@ from pydantic import BaseModel, ValidationError
 from rlvr.config import RunConfig, StepRewardConfig
 from rlvr.config.run import PROCESS_CREDIT
 from rlvr.errors import ConfigError, did_you_mean
-from rlvr.rewards.contract import SpanScore
 from rlvr.rewards.loading import REWARDS, register_reward, resolve_function
+from rlvr.verifiers.verdict import SpanScore
 
 WINDOW = 8  # tokens of context before each token when its text's end is measured (token_text_ends)
 

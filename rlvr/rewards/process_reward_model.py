@@ -13,9 +13,9 @@ import functools
 from typing import Any
 
 from rlvr.config import ProcessRewardModelSettings
-from rlvr.rewards.contract import SpanScore
 from rlvr.rewards.process import register_process_reward
 from rlvr.rewards.reward_model import batched_logits, input_ids
+from rlvr.verifiers.verdict import SpanScore
 
 
 def step_spans(completion: str, separator: str) -> list[tuple[int, int]]:
