@@ -46,7 +46,7 @@ from rlvr.rewards.messages import (
     WorkerMessage,
     spec_label,
 )
-from rlvr.rewards.notices import describe, notice_replaced
+from rlvr.rewards.notices import notice_replaced
 from rlvr.rewards.worker_process import WorkerProcess, Workers
 from rlvr.watchdog import POLL_S, WATCH
 
@@ -102,7 +102,7 @@ class RewardPool:
 
     def describe(self) -> str:
         """What each worker is doing, for the watchdog's stall line."""
-        return describe(self._workers, sum(len(chunk) for chunk in self._queue))
+        return self._workers.describe(sum(len(chunk) for chunk in self._queue))
 
     # ------------------------------------------------------------------ scoring
 

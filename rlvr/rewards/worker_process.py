@@ -125,6 +125,20 @@ class Workers:
         self.replace(worker)
         return True
 
+    def describe(self, queued: int) -> str:
+        """What each worker is doing, for the watchdog's stall line (`queued`: items waiting for a worker)."""
+        now = time.monotonic()
+        parts, idle = [], 0
+        for w in self.all:
+            if w.loading is not None:
+                parts.append(f"reward worker {w.number}: loading {w.loading} for {now - w.since:.0f} s")
+            elif w.pending:
+                parts.append(f"reward worker {w.number}: scoring an item of {w.pending[0].name} for "
+                             f"{now - w.last_progress:.0f} s")
+            else:
+                idle += 1
+        return "; ".join(parts + [f"{idle} reward worker(s) idle, {queued} item(s) queued"])
+
     def close(self) -> None:
         for w in self.all:
             w.stop()
