@@ -31,21 +31,10 @@ from collections.abc import Hashable, Iterator, Sequence
 from contextlib import contextmanager
 from multiprocessing.connection import wait
 
+from rlvr.rewards import messages
 from rlvr.rewards.deadlines import TimeoutLoop, deadline, load_overrun
 from rlvr.rewards.failures import PoolClosed, RewardLoadError
-from rlvr.rewards.messages import (
-    ItemScored,
-    Loaded,
-    LoadFailed,
-    Loading,
-    Ready,
-    RewardLoad,
-    RewardOutcome,
-    RewardRequest,
-    Status,
-    WorkerMessage,
-    spec_label,
-)
+from rlvr.rewards.messages import RewardLoad, RewardOutcome, RewardRequest, Status, spec_label
 from rlvr.rewards.notices import notice_replaced
 from rlvr.rewards.worker_process import WorkerProcess, Workers
 from rlvr.watchdog import POLL_S, WATCH
@@ -170,19 +159,20 @@ class RewardPool:
             self._fail_current(w, "timeout", f"no result within {self.timeout_s:g} s", results, retried)
         WATCH.check_stop(lambda: f"rewards: {self.describe()}")
 
-    def _handle(self, w: WorkerProcess, message: WorkerMessage, results: dict[Hashable, RewardOutcome]) -> None:
+    def _handle(self, w: WorkerProcess, message: messages.WorkerMessage,
+                results: dict[Hashable, RewardOutcome]) -> None:
         now = time.monotonic()
         match message:
-            case Loading(label):
+            case messages.Loading(label):
                 w.loading, w.since = label, now
-            case Loaded(label, seconds):
+            case messages.Loaded(label, seconds):
                 self.load_s[label] = max(seconds, self.load_s.get(label, 0.0))
                 w.loading, w.last_progress = None, now  # an item's clock starts after its function is loaded
-            case LoadFailed(label, text):
+            case messages.LoadFailed(label, text):
                 raise RewardLoadError(f"reward {label} failed to load in a reward worker: {text}")
-            case Ready():
+            case messages.Ready():
                 w.ready, w.loading = True, None
-            case ItemScored(key, outcome):
+            case messages.ItemScored(key, outcome):
                 done = w.pending.popleft()
                 assert done.key == key, "reward worker answered out of order"
                 results[key] = outcome
