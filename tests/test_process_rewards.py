@@ -51,6 +51,10 @@ PROCESS = textwrap.dedent(
 
     def with_payload(prompt, completion, **fields):
         return RewardResult({"score": 0.5, "answer": "x"}, spans=[(0, 1, 2.0)], payload={"echo": completion})
+
+    def unpicklable_payload(prompt, completion, **fields):
+        import threading
+        return RewardResult(1.0, payload=threading.Lock())
     """
 )
 
@@ -137,11 +141,15 @@ def test_a_reward_may_return_a_score_spans_and_a_payload_through_the_pool(proces
     with RewardPool(num_workers=1, timeout_s=5.0) as pool:
         out = pool.score([RewardRequest(0, f"{process_file}:with_payload", "p", "abc"),
                           RewardRequest(1, f"{process_file}:lines", "p", "abc"),
-                          RewardRequest(2, f"{process_file}:lines", "p", "abc", spans=True)])
+                          RewardRequest(2, f"{process_file}:lines", "p", "abc", spans=True),
+                          RewardRequest(3, f"{process_file}:unpicklable_payload", "p", "abc"),
+                          RewardRequest(4, f"{process_file}:with_payload", "p", "abc")])
     assert (out[0].value, out[0].answer, out[0].payload) == (0.5, ("x",), {"echo": "abc"})
     assert out[0].spans == [SpanScore(0, 1, 2.0)]
     assert out[1].status == "error" and "must be a number" in out[1].message  # a score is what a reward owes
     assert out[2].status == "ok" and out[2].spans == [SpanScore(0, 3, 3.0)]  # a process reward owes its spans
+    assert out[3].status == "error" and "cannot be sent to the trainer" in out[3].message
+    assert out[4].status == "ok" and pool.restarts == 0  # the worker went on
 
 
 # ------------------------------------------------------------------ spans to tokens

@@ -4,6 +4,7 @@ the connection, or dies."""
 
 from __future__ import annotations
 
+import pickle
 import time
 import traceback
 from collections.abc import Callable, Hashable
@@ -111,7 +112,17 @@ def serve(conn: Connection) -> None:
                 answer = guarded(scored, function, request)
             except RewardRaised as e:  # a user's reward failed: report, keep serving
                 answer = RewardOutcome("error", message=str(e))
-            conn.send(ItemScored(request.key, answer))
+            conn.send_bytes(sendable(ItemScored(request.key, answer)))
+
+
+def sendable(message: ItemScored) -> bytes:
+    """The message pickled for the pool; an outcome that cannot be pickled (a payload holding a lock, a model) is
+    the reward's error, not the worker's end."""
+    try:
+        return pickle.dumps(message)
+    except Exception as e:
+        return pickle.dumps(ItemScored(message.key, RewardOutcome(
+            "error", message=f"what the reward returned cannot be sent to the trainer: {failure_message(e)}")))
 
 
 def failure_message(error: Exception) -> str:
