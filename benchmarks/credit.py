@@ -180,7 +180,7 @@ def training_curve(run_dir: Path) -> list[dict]:
             continue
         point = {k: row[k] for k in ("step", "accuracy", "groups/all_fail_frac", "perf/step_s", "perf/gen_s",
                                      "rollout/decoded_tokens_per_completion", "response_length/mean",
-                                     "hints/hinted_frac", "hints/fraction_mean", "steps/per_sample") if k in row}
+                                     "hints/hinted_frac", "hints/fraction_mean", "process/spans_per_sample") if k in row}
         rows = logged.get(row["step"], [])
         if rows and all(re.fullmatch(r"\d+([-+*]\d+)+", r["uid"]) for r in rows):
             point["pad"] = sum(pads(r["completion"], operations_of(r["uid"])) for r in rows) / len(rows)

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 from rlvr.cancellation import Cancellation
-from rlvr.config import ClusterConfig, RewardFunctionConfig, RewardsConfig, RunConfig
+from rlvr.config import ClusterConfig, RewardFunctionConfig, RewardsConfig, RunConfig, StepRewardConfig
 from rlvr.envs import make_tasks
 from rlvr.models.loading import load_model, load_processor, load_tokenizer, resolve_device
 from rlvr.models.prompts import PromptEncoder
@@ -82,12 +82,14 @@ def start_pool(pool, loads: Sequence[RewardLoad]):
     return pool
 
 
-def start_rewards(pool, functions: list[RewardFunctionConfig], tasks: list[Task], noise=None) -> RewardComposer:
-    """The composer that scores `functions` (and the tasks' verifiers) through `pool`, with the pool started on
+def start_rewards(pool, functions: list[RewardFunctionConfig], tasks: list[Task], noise=None,
+                  process: StepRewardConfig | None = None) -> RewardComposer:
+    """The composer that scores `functions` (and the tasks' verifiers, and `process`, the process reward that
+    rlvr.rewards.process.process_reward_for says the estimator reads) through `pool`, with the pool started on
     everything they load (RewardComposer.loads); every function is then resolved here too, so that a typo is a
     start-up error naming the setting. The pool is closed when this fails."""
     with closed_on_failure(pool):
-        composer = RewardComposer(functions, pool, noise=noise)
+        composer = RewardComposer(functions, pool, noise=noise, process=process)
         start_pool(pool, composer.loads(tasks))
         check_reward_functions(functions, tasks)
     return composer

@@ -14,16 +14,21 @@ from transformers import LlamaConfig, LlamaForSequenceClassification, LlamaForTo
 
 from rlvr.algorithms import AdvantageInputs, compute_advantages, future_step_returns
 from rlvr.config import AlgorithmConfig, StepRewardConfig, build_config
-from rlvr.errors import ConfigError, RlvrError
+from rlvr.errors import ConfigError
 from rlvr.models.loading import train_tokenizer
 from rlvr.rewards.arithmetic_steps import arithmetic_steps
+from rlvr.rewards.composite import RewardComposer
+from rlvr.rewards.contract import checked_spans
+from rlvr.rewards.failures import FailureBudget
+from rlvr.rewards.pool import RewardPool
+from rlvr.rewards.process import resolve_process_reward, span_token_positions, token_text_ends
 from rlvr.rewards.process_reward_model import process_reward_model, step_spans
-from rlvr.rewards.steps import StepScore, checked_steps, resolve_step_reward, step_token_positions, token_ends
 from rlvr.rollout.base import Completion
 from rlvr.rollout.steps import Group
 from rlvr.tasks import make_task
-from rlvr.training.step_rewards import StepRewards
+from rlvr.training.process_rewards import ProcessRewards
 from rlvr.training.trainer import Trainer
+from rlvr.verifiers.verdict import SpanScore
 
 
 def steps_at(width: int, ends: dict[int, float]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -114,7 +119,7 @@ def test_the_arithmetic_checker_reads_chains_latex_and_parentheses_and_skips_wha
     text = "47 × 38 = 47 × 30 + 47 × 8 = 1786, \\(3 \\times 4 = 13\\), (2 + 3) * 4 = 20, x = 5, 10 / 0 = 1, 12 = 12"
     assert spans(text) == [("47 × 38 = 47 × 30 + 47 × 8", 1.0), ("47 × 30 + 47 × 8 = 1786", 1.0),
                            ("3 \\times 4 = 13", -1.0), ("(2 + 3) * 4 = 20", 1.0)]
-    assert arithmetic_steps("", "7 + 5 = 13", correct=2.0, wrong=-0.5) == [StepScore(0, 10, -0.5)]
+    assert arithmetic_steps("", "7 + 5 = 13", correct=2.0, wrong=-0.5) == [SpanScore(0, 10, -0.5)]
 
 
 def test_each_step_reward_lands_on_the_token_holding_its_last_character():
@@ -122,8 +127,8 @@ def test_each_step_reward_lands_on_the_token_holding_its_last_character():
     ids = tokenizer(CHAIN, add_special_tokens=False)["input_ids"]
     text = tokenizer.decode(ids, skip_special_tokens=True)
     steps = arithmetic_steps("", text)
-    ends = token_ends(tokenizer, ids)
-    for step, pos in zip(steps, step_token_positions(steps, ends)):
+    ends = token_text_ends(tokenizer, ids)
+    for step, pos in zip(steps, span_token_positions(steps, ends)):
         assert len(tokenizer.decode(ids[: pos + 1])) >= step.end > len(tokenizer.decode(ids[:pos]))
 
 
@@ -137,12 +142,15 @@ def test_step_rewards_become_token_tensors_for_the_trained_samples():
                    for c in completions]
     group = Group(0, problem, [1, 2], completions, scored=None)
     width = max(len(c.token_ids) for c in completions)
-    (rewards, mask), metrics = StepRewards(StepRewardConfig(function="arithmetic_steps")).token_rewards(
-        [group], tokenizer, width, ["chain"])
+    with RewardPool(num_workers=1, timeout_s=30.0) as pool:
+        composer = RewardComposer([], pool, process=StepRewardConfig(function="arithmetic_steps"))
+        (rewards, mask), metrics = ProcessRewards(composer, FailureBudget()).token_rewards(
+            [group], tokenizer, width, ["chain"])
     assert mask.sum(1).tolist() == [2.0, 1.0, 0.0]
     assert rewards[0][mask[0] > 0].tolist() == [1.0, 1.0] and rewards[1][mask[1] > 0].tolist() == [-1.0]
-    assert metrics["steps/per_sample"] == 1.0 and metrics["steps/no_step_frac"] == pytest.approx(1 / 3)
-    assert StepRewards(None).token_rewards([group], tokenizer, width, ["chain"]) == (None, {})
+    assert metrics["process/spans_per_sample"] == 1.0 and metrics["process/no_span_frac"] == pytest.approx(1 / 3)
+    assert ProcessRewards(RewardComposer([], pool), FailureBudget()).token_rewards(
+        [group], tokenizer, width, ["chain"]) == (None, {})
 
 
 def bad_steps(prompt, completion, **_):
@@ -150,14 +158,14 @@ def bad_steps(prompt, completion, **_):
 
 
 def test_a_step_reward_with_a_bad_span_or_name_is_a_clear_error():
-    with pytest.raises(RlvrError, match=r"step 0 of sample 3: span \[0, 99\)"):
-        checked_steps(bad_steps("", "abc"), "abc", "mine", "sample 3")
-    with pytest.raises(RlvrError, match="not a finite number"):
-        checked_steps([(0, 1, float("nan"))], "abc", "mine", "sample 3")
+    with pytest.raises(ValueError, match=r"span 0: \[0, 99\) is not a non-empty range"):
+        checked_spans(bad_steps("", "abc"), "abc")
+    with pytest.raises(ValueError, match="not a finite number"):
+        checked_spans([(0, 1, float("nan"))], "abc")
     with pytest.raises(ConfigError, match="arithmetic_steps"):
-        resolve_step_reward("arithmetic_step")
+        resolve_process_reward("arithmetic_step")
     with pytest.raises(ConfigError, match="rewards.step_reward.args: wrongg"):
-        StepRewards(StepRewardConfig(function="arithmetic_steps", args={"wrongg": 1}))
+        RewardComposer([], RewardPool(), process=StepRewardConfig(function="arithmetic_steps", args={"wrongg": 1}))
 
 
 @pytest.fixture(scope="module")
@@ -212,4 +220,4 @@ def test_a_run_with_min_form_process_credit_logs_its_steps(fast_config, tmp_path
         rewards={"step_reward": {"function": "arithmetic_steps"}}))
     Trainer(cfg).fit()
     rows = [json.loads(line) for line in (Path(cfg.tracking.output_dir) / "metrics.jsonl").read_text().splitlines()]
-    assert all("steps/per_sample" in r and math.isfinite(r["actor/loss"]) for r in rows)
+    assert all("process/spans_per_sample" in r and math.isfinite(r["actor/loss"]) for r in rows)

@@ -18,9 +18,9 @@ from rlvr.cli.main import main  # noqa: E402
 from rlvr.config import RewardFunctionConfig  # noqa: E402
 from rlvr.evaluation import hack_probes  # noqa: E402
 from rlvr.rewards.composite import RewardComposer  # noqa: E402
+from rlvr.rewards.contract import as_reward, reported_answer  # noqa: E402
 from rlvr.rewards.pool import RewardPool  # noqa: E402
 from rlvr.rewards.shaping import format_reward, gated  # noqa: E402
-from rlvr.rewards.worker import as_reward, reported_answer  # noqa: E402
 from rlvr.rollout.base import Completion  # noqa: E402
 from rlvr.rollout.collect import Group  # noqa: E402
 from rlvr.tasks import make_task  # noqa: E402

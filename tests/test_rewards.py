@@ -327,3 +327,44 @@ def test_items_that_keep_timing_out_stop_the_pool_naming_the_reward_limit_and_ti
         pool.start()
         out = pool.score(requests(f"{reward_file}:hangs_on_odd", ["1", "3", "2", "5", "7"]))
     assert [out[i].status for i in range(5)] == ["timeout", "timeout", "ok", "timeout", "timeout"]
+
+
+QUIET_EXIT = textwrap.dedent(
+    """
+    import os, sys, threading, time
+    from rlvr.rewards.failures import PoolClosed
+    from rlvr.rewards.pool import RewardLoad, RewardPool, RewardRequest
+
+    def score(pool, requests):
+        try:
+            pool.score(requests)
+        except PoolClosed:  # what a scoring that waited on a closed pool meets
+            pass
+
+    spec, how = sys.argv[1], sys.argv[2]
+    pool = RewardPool(num_workers=2, timeout_s=30.0)
+    pool.start([RewardLoad(spec)])
+    pool.wait_ready()
+    requests = [RewardRequest(i, spec, "p", "c", {"seconds": 0.2}) for i in range(40)]
+    threading.Thread(target=score, args=(pool, requests), daemon=True).start()
+    time.sleep(1.0)  # mid-work: both workers busy, results unread
+    if how == "close":
+        pool.close()
+    else:  # the trainer dies: its end of every pipe closes with the workers' messages unread
+        os._exit(0)
+    """
+)
+
+
+@pytest.mark.parametrize("how", ["close", "die"])
+def test_a_worker_whose_pool_closed_or_died_mid_work_exits_without_a_traceback(tmp_path, how):
+    reward = tmp_path / "slow.py"
+    reward.write_text("import time\n\ndef slow(prompt, completion, seconds, **fields):\n    time.sleep(seconds)\n"
+                      "    return 1.0\n")
+    script = tmp_path / "pool.py"
+    script.write_text(QUIET_EXIT)
+    # stderr is shared with the workers, so it is read to its end only once every worker has exited
+    done = subprocess.run([sys.executable, str(script), f"{reward}:slow", how], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr and "Error" not in done.stderr, done.stderr

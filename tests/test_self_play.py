@@ -60,9 +60,10 @@ REJECTED = {
 
 @pytest.mark.parametrize("reason", sorted(REJECTED))
 def test_a_bad_proposal_is_rejected_with_its_reason(reason):
-    out = score("", REJECTED[reason], azr_kind="propose", task_type="deduction")
+    result = score("", REJECTED[reason], azr_kind="propose", task_type="deduction")
+    out = result.score
     assert out["valid"] == 0 and out["correct"] == 0
-    assert json.loads(out["answer"])["rejected"] == reason
+    assert result.payload["rejected"] == reason and json.loads(out["answer"]) == result.payload
     assert [r for r in REJECTIONS if out[f"rejected_{r}"]] == [reason]  # counted once, under its reason
     assert out["score"] == (-1.0 if reason == "format" else -0.5)
 
@@ -70,15 +71,16 @@ def test_a_bad_proposal_is_rejected_with_its_reason(reason):
 def test_memory_past_the_sandbox_limit_is_a_limit_rejection():
     out = score("", proposal("def f(a):\n    return len(' ' * (4 * 10**9))"), azr_kind="propose",
                 task_type="deduction")
-    assert json.loads(out["answer"])["rejected"] == "limit"
+    assert out.payload["rejected"] == "limit"
 
 
 def test_a_valid_proposal_is_filed_with_the_output_it_returns_in_both_runs():
-    out = score("", proposal("def f(xs):\n    return sorted(xs)[::-1]", "[3, 1, 2]"), azr_kind="propose",
-                task_type="abduction")
-    assert out["valid"] == 1 and out["score"] == 0.0  # its reward is its learnability, added later
-    assert json.loads(out["answer"]) == {"type": "abduction", "program": "def f(xs):\n    return sorted(xs)[::-1]",
-                                         "input": "[3, 1, 2]", "output": "[3, 2, 1]"}
+    result = score("", proposal("def f(xs):\n    return sorted(xs)[::-1]", "[3, 1, 2]"), azr_kind="propose",
+                   task_type="abduction")
+    assert result.score["valid"] == 1 and result.score["score"] == 0.0  # its reward is its learnability, added later
+    assert json.loads(result.score["answer"]) == result.payload == {
+        "type": "abduction", "program": "def f(xs):\n    return sorted(xs)[::-1]", "input": "[3, 1, 2]",
+        "output": "[3, 2, 1]"}
 
 
 def test_solutions_are_judged_by_running_them():
@@ -102,19 +104,19 @@ def test_an_induction_proposal_writes_inputs_for_a_given_program():
     fields = {"program": "def f(a):\n    return a + 1", "induction_inputs": 4}
     out = score("", "```input\n1\n```\n```input\n5\n```\n```input\n1\n```\n```message\nadds one\n```", "propose",
                 "induction", **fields)
-    assert json.loads(out["answer"])["cases"] == [["1", "2"], ["5", "6"]]  # duplicates dropped
-    assert score("", "```input\n1\n```", "propose", "induction", **fields)["rejected_format"] == 1  # one is too few
+    assert out.payload["cases"] == [["1", "2"], ["5", "6"]]  # duplicates dropped
+    assert score("", "```input\n1\n```", "propose", "induction", **fields).score["rejected_format"] == 1  # one is too few
     bad = score("", "```input\n1\n```\n```input\n'a'\n```", "propose", "induction", **fields)
-    assert json.loads(bad["answer"])["rejected"] == "error"  # 'a' + 1 raises
+    assert bad.payload["rejected"] == "error"  # 'a' + 1 raises
 
 
-def group(problem, answers, correct=None, scores=None) -> GroupResult:
-    n = len(answers)
-    return GroupResult(problem, [""] * n, scores or [0.0] * n, correct or [False] * n, answers)
+def group(problem, payloads, correct=None, scores=None) -> GroupResult:
+    n = len(payloads)
+    return GroupResult(problem, [""] * n, scores or [0.0] * n, correct or [False] * n, payloads)
 
 
-def valid(task_type, program, call, output) -> str:
-    return json.dumps({"type": task_type, "program": program, "input": call, "output": output})
+def valid(task_type, program, call, output) -> dict:
+    return {"type": task_type, "program": program, "input": call, "output": output}
 
 
 def test_learnability_is_one_minus_the_solve_rate_strictly_inside_zero_and_one():
@@ -127,15 +129,15 @@ def test_follow_ups_file_proposals_count_rejections_and_pay_learnability():
     propose = task.problem("train", 0)
     assert propose.role == "deduction.propose" and propose.fields["azr_kind"] == "propose"
     double = valid("deduction", "def f(a):\n    return a * 2", "4", "8")
-    answers = [double, REJECTED_ANSWER["error"], double, valid("deduction", "def f(a):\n    return -a", "1", "-1")]
-    solve = task.follow_ups(3, [group(propose, answers)])
+    payloads = [double, REJECTED_PAYLOAD["error"], double, valid("deduction", "def f(a):\n    return -a", "1", "-1")]
+    solve = task.follow_ups(3, [group(propose, payloads)])
     # the two distinct valid proposals, then nothing more to top up (min_solve 2 is met)
     assert [p.uid for p in solve] == ["step3-deduction-0", "step3-deduction-1"]
     assert [p.answer for p in solve] == ["8", "-1"] and {p.role for p in solve} == {"deduction.solve"}
     assert task.follow_ups(3, [group(p, [None] * 4) for p in solve]) == []  # solve groups derive nothing
     assert len(task.buffers["deduction"]) == 3  # the identity seed plus the two new ones
     # the solver solved the first task 1 time in 4 and the second every time
-    rewards = task.late_rewards([group(propose, answers), group(solve[0], [None] * 4, [True, False, False, False]),
+    rewards = task.late_rewards([group(propose, payloads), group(solve[0], [None] * 4, [True, False, False, False]),
                                  group(solve[1], [None] * 4, [True] * 4)])
     assert rewards == [[0.75, 0.0, 0.75, 0.0], None, None]  # duplicate proposals share their task's learnability
     m = task.metrics()
@@ -143,13 +145,13 @@ def test_follow_ups_file_proposals_count_rejections_and_pay_learnability():
     assert m["fresh_solve_rate"] == 0.625 and m["learnability"] == 0.5
 
 
-REJECTED_ANSWER = {reason: json.dumps({"rejected": reason}) for reason in REJECTIONS}
+REJECTED_PAYLOAD = {reason: {"rejected": reason} for reason in REJECTIONS}
 
 
 def test_a_type_without_fresh_tasks_is_topped_up_from_its_buffer():
     task = AbsoluteZeroTask(seed=0, types=["deduction", "abduction"], min_solve=1)
-    solve = task.follow_ups(1, [group(task.problem("train", 0), [REJECTED_ANSWER["format"]] * 2),
-                                group(task.problem("train", 1), [REJECTED_ANSWER["limit"]] * 2)])
+    solve = task.follow_ups(1, [group(task.problem("train", 0), [REJECTED_PAYLOAD["format"]] * 2),
+                                group(task.problem("train", 1), [REJECTED_PAYLOAD["limit"]] * 2)])
     assert [(p.role, p.fields["program"]) for p in solve] == [("deduction.solve", "def f(a):\n    return a"),
                                                               ("abduction.solve", "def f(a):\n    return a")]
     assert task.late_rewards([group(task.problem("train", 0), [None] * 2)]) == [[0.0, 0.0]]
@@ -170,8 +172,8 @@ def test_the_task_state_round_trips_so_problems_and_top_ups_repeat():
     twin.load_state_dict(state)
     assert [original.problem("train", i).prompt for i in range(6)] == [twin.problem("train", i).prompt
                                                                        for i in range(6)]
-    follow = [original.follow_ups(2, [group(original.problem("train", 3), [REJECTED_ANSWER["format"]])]),
-              twin.follow_ups(2, [group(twin.problem("train", 3), [REJECTED_ANSWER["format"]])])]
+    follow = [original.follow_ups(2, [group(original.problem("train", 3), [REJECTED_PAYLOAD["format"]])]),
+              twin.follow_ups(2, [group(twin.problem("train", 3), [REJECTED_PAYLOAD["format"]])])]
     assert [p.prompt for p in follow[0]] == [p.prompt for p in follow[1]] and len(follow[0]) == 9
 
 

@@ -90,7 +90,8 @@ def cmd_algorithms(args) -> None:
                        ("policy losses", POLICY_LOSSES),
                        ("KL estimators", KL_ESTIMATORS), ("prompt samplers (data.sampler)", SAMPLERS),
                        ("group filters (data.filter)", GROUP_FILTERS),
-                       ("shipped rewards (rewards.functions[].function)", REWARDS)):
+                       ("shipped rewards (rewards.functions[].function; process rewards: rewards.step_reward)",
+                        REWARDS)):
         print(f"{title}:")
         for name in reg.names():
             print(f"  {name:16s} {reg.summary(name)}")

@@ -133,25 +133,26 @@ class RlprSettings(Section):
 
 
 class StepRewardConfig(Section):
-    """A step reward: a score per step of a completion with the step's character span, turned into token-level
-    advantages by the process credit estimators (algorithm.advantage: process_min | process_sum; docs/credit.md)."""
+    """A process reward: a score per reasoning step of a completion with the step's character span (a span score),
+    turned into token-level advantages by the process credit estimators (algorithm.advantage: process_min |
+    process_sum; docs/credit.md)."""
 
-    function: str = Field(..., description="A shipped step reward (arithmetic_steps: each `a op b = c` checked "
+    function: str = Field(..., description="A shipped process reward (arithmetic_steps: each `a op b = c` checked "
                           "exactly; process_reward_model: a learned PRM) or 'package.module:fn' / 'path/file.py:fn' "
-                          "returning [(start, end, score), ...] for f(prompt, completion, **fields).")
-    args: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments of the step reward (checked "
+                          "returning [(start, end, score), ...] (or RewardResult(spans=...)) for f(prompt, completion, **fields).")
+    args: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments of the process reward (checked "
                                  "against a shipped one's settings at start-up).")
 
 
 class ArithmeticStepSettings(Section):
-    """`args` of the `arithmetic_steps` step reward."""
+    """`args` of the `arithmetic_steps` process reward."""
 
     correct: float = Field(1.0, description="Reward of a step whose equality holds.")
     wrong: float = Field(-1.0, description="Reward of a step whose equality does not hold.")
 
 
 class ProcessRewardModelSettings(Section):
-    """`args` of the `process_reward_model` step reward: a learned process reward model scoring each step (a line of
+    """`args` of the `process_reward_model` process reward: a learned process reward model scoring each step (a line of
     the completion), with a sequence-classification head (the prefix up to each step is scored) or a
     token-classification head (one forward; the score is read at each step's last token)."""
 
@@ -232,8 +233,9 @@ class RewardsConfig(Section):
         "for known false-positive/negative rates, or inject such noise (docs/rewards.md)."
     )
     step_reward: StepRewardConfig | None = Field(
-        None, description="A reward per step of a completion (with the step's character span) for process credit "
-        "(algorithm.advantage: process_min | process_sum); computed in the trainer's process for trained samples.")
+        None, description="A process reward: a score per reasoning step of a completion (with the step's character "
+        "span) for process credit (algorithm.advantage: process_min | process_sum); scored in the reward workers like "
+        "every reward, for the trained samples, and only when the advantage estimator reads it.")
     backend: Literal["auto", "local", "ray"] = Field(
         "auto", description="Where rewards are scored: 'local' worker processes, or 'ray' tasks spread over a Ray "
         "cluster's CPUs (needs cluster.ray_address); auto: ray when cluster.ray_address is set."

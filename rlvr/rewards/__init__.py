@@ -2,7 +2,7 @@
 
 May import tasks, verifiers, sandbox and below; never rollout or training (a completion hands its own fields)."""
 
-from rlvr.rewards import (  # noqa: F401  (the shipped rewards and step rewards: their registries are full from here on)
+from rlvr.rewards import (  # noqa: F401  (the shipped rewards and process rewards: the registry is full from here on)
     arithmetic_steps,
     judge,
     process_reward_model,

@@ -1,4 +1,4 @@
-"""The `arithmetic_steps` step reward: a verifiable process reward for arithmetic chains. Every equality between
+"""The `arithmetic_steps` process reward: a verifiable score per reasoning step of an arithmetic chain. Every equality between
 arithmetic expressions in the completion (`23 + 15 = 38`, `47 * 38 = 47 * 30 + 47 * 8 = 1786`, each `=` of a chain
 one step) is evaluated exactly: a step that holds scores `correct`, one that does not scores `wrong`.
 
@@ -12,7 +12,8 @@ import re
 from typing import Any
 
 from rlvr.config import ArithmeticStepSettings
-from rlvr.rewards.steps import StepScore, register_step_reward
+from rlvr.rewards.process import register_process_reward
+from rlvr.verifiers.verdict import SpanScore
 
 NUMBER = r"\d+(?:\.\d+)?"
 OPERATOR = r"(?:[+\-*/×÷·]|\\times|\\cdot|\\div)"
@@ -54,7 +55,7 @@ def _balanced(text: str, start: int, end: int, side: str) -> tuple[int, int]:
 
 
 def arithmetic_steps(prompt: Any, completion: str, correct: float = 1.0, wrong: float = -1.0,
-                     **_: Any) -> list[StepScore]:
+                     **_: Any) -> list[SpanScore]:
     """Each `lhs = rhs` of the completion where a side has an operator and both sides are arithmetic: `correct` when
     the two sides are equal (to 1e-9 relative), else `wrong`; the step's span runs from lhs to rhs."""
     steps = []
@@ -70,8 +71,8 @@ def arithmetic_steps(prompt: Any, completion: str, correct: float = 1.0, wrong: 
             if left is None or right is None:
                 continue
             holds = abs(left - right) <= 1e-9 * max(1.0, abs(right))
-            steps.append(StepScore(l0, r1, correct if holds else wrong))
+            steps.append(SpanScore(l0, r1, correct if holds else wrong))
     return steps
 
 
-register_step_reward("arithmetic_steps", ArithmeticStepSettings)(arithmetic_steps)
+register_process_reward("arithmetic_steps", ArithmeticStepSettings)(arithmetic_steps)

@@ -5,7 +5,11 @@ because `accuracy` is its verdict. Then every other function, handed the verifie
 so shaping terms that depend on correctness (a gate, a length bonus for correct answers) never verify twice.
 A batched function is called once per prompt group (consecutive samples of the same problem) with lists.
 A verifier returning {"score": s, "correct": 0/1} states its verdict apart from its score (an environment's
-episode: a discounted reward for a solved episode is still a success).
+episode: a discounted reward for a solved episode is still a success). What the verifier hands back to its task
+(`RewardResult.payload`, rlvr.rewards.contract) is kept per sample (`Scored.payloads`).
+
+With a process reward (rewards.step_reward, when the advantage estimator reads it: rlvr.rewards.process) the
+composer also scores the spans of samples on request (`score_spans`), in the same pool as every reward.
 """
 
 from __future__ import annotations
@@ -13,18 +17,20 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
 
-from rlvr.config import NoiseCorrectionConfig, RewardFunctionConfig
+from rlvr.config import NoiseCorrectionConfig, RewardFunctionConfig, StepRewardConfig
 from rlvr.errors import ConfigError
 from rlvr.rewards.callables import pickle_reward
 from rlvr.rewards.loading import REWARDS
 from rlvr.rewards.noise import NoisyChannel
 from rlvr.rewards.pool import RewardLoad, RewardOutcome, RewardPool, RewardRequest, spec_label
+from rlvr.rewards.process import process_reward_args, resolve_process_reward
 from rlvr.tasks.base import Problem, Task
+from rlvr.verifiers.verdict import SpanScore
 
 
 @dataclass
@@ -37,6 +43,12 @@ class Scored:
     first_errors: dict[str, str]
     # [N] the final answer the task verifier scored, as (text or None,), or () where it did not say (see RewardOutcome)
     answers: list[tuple] = field(default_factory=list)
+    # [N] what the task verifier handed back to its task (RewardResult.payload; None where it did not)
+    payloads: list[Any] = field(default_factory=list)
+
+    def payload(self, i: int) -> Any:
+        """What the task verifier handed back to its task for sample i (None when nothing)."""
+        return self.payloads[i] if i < len(self.payloads) else None
 
     def reported_answer(self, i: int) -> tuple:
         """(answer,) that the task verifier said it scored for sample i, () when it did not say."""
@@ -47,14 +59,15 @@ class Scored:
         index = torch.tensor(rows, dtype=torch.long)
         return Scored(self.total[index], {k: v[index] for k, v in self.per_function.items()}, self.correct[index],
                       self.failures, {k: v[index] for k, v in self.extras.items()}, self.first_errors,
-                      [self.answers[i] for i in rows] if self.answers else [])
+                      [self.answers[i] for i in rows] if self.answers else [],
+                      [self.payloads[i] for i in rows] if self.payloads else [])
 
     def with_totals(self, total: torch.Tensor) -> Scored:
         """The same samples with other weighted totals (a self-play task's late rewards added, docs/self_play.md)."""
         if total.shape != self.total.shape:
             raise ValueError(f"{len(total)} totals for {len(self.total)} samples")
         return Scored(total.to(self.total.dtype), self.per_function, self.correct, self.failures, self.extras,
-                      self.first_errors, self.answers)
+                      self.first_errors, self.answers, self.payloads)
 
     @staticmethod
     def concat(parts: list[Scored]) -> Scored:
@@ -66,9 +79,10 @@ class Scored:
         for p in parts:
             first = {**p.first_errors, **first}
         answers = [a for p in parts for a in (p.answers or [()] * len(p.total))]
+        payloads = [a for p in parts for a in (p.payloads or [None] * len(p.total))]
         return Scored(torch.cat([p.total for p in parts]),
                       {k: torch.cat([p.per_function[k] for p in parts]) for k in parts[0].per_function},
-                      torch.cat([p.correct for p in parts]), failures, extras, first, answers)
+                      torch.cat([p.correct for p in parts]), failures, extras, first, answers, payloads)
 
 
 @dataclass
@@ -84,6 +98,17 @@ class Term:
     def label(self) -> str:
         """How messages name it: "'length' (rewards.py:length)"."""
         return f"'{self.name}' ({spec_label(self.spec)})"
+
+
+@dataclass
+class SpanScoring:
+    """A process reward's spans for each sample (None where it failed: scored as no span, and counted), and its
+    failures as the failure budget counts them (rlvr.rewards.failures)."""
+
+    name: str
+    spans: list[list[SpanScore] | None]
+    failures: Counter
+    first_error: str | None
 
 
 def verifier_label(task: Task) -> str:
@@ -102,8 +127,11 @@ class RewardComposer:
     needs the trainer's `attach_policy`."""
 
     def __init__(self, functions: list[RewardFunctionConfig], pool: RewardPool,
-                 noise: NoiseCorrectionConfig | None = None):
+                 noise: NoiseCorrectionConfig | None = None, process: StepRewardConfig | None = None):
         self.pool = pool
+        self.process = None if process is None else Term(
+            "step_reward", process.function, 1.0,
+            process_reward_args(resolve_process_reward(process.function), process.args), False)
         self.terms: list[Term] = []
         self.policy = None
         self.noise = NoisyChannel(noise) if noise is not None and (noise.method != "none" or noise.inject) else None
@@ -131,8 +159,9 @@ class RewardComposer:
         """What the reward workers load before the first request: every task's verifier and every reward function
         scored in a worker (with its args, for what a registered reward preloads)."""
         verifiers = {task.verifier: verifier_label(task) for task in tasks}
+        terms = [t for t in self.terms if t.spec != "task" and not t.uses_policy] + [self.process] * bool(self.process)
         return ([RewardLoad(spec, {}, label) for spec, label in verifiers.items()] +
-                [RewardLoad(t.spec, t.args, t.label) for t in self.terms if t.spec != "task" and not t.uses_policy])
+                [RewardLoad(t.spec, t.args, t.label) for t in terms])
 
     def attach_policy(self, model, tokenizer, encode) -> None:
         """Lend the policy (model, tokenizer, prompt encoder) to the rewards that score with it (`rlpr`)."""
@@ -170,7 +199,9 @@ class RewardComposer:
         for g, rows in enumerate(groups):
             out = outcomes[(id(term), g)]
             for j, i in enumerate(rows):
-                spread[i] = (RewardOutcome("ok", out.value[j], out.extras[j], answer=out.answer[j] if out.answer else ())
+                spread[i] = (RewardOutcome("ok", out.value[j], out.extras[j], answer=out.answer[j] if out.answer else (),
+                                           spans=out.spans[j] if out.spans else None,
+                                           payload=out.payload[j] if out.payload else None)
                              if out.status == "ok"
                              else RewardOutcome(out.status, message=out.message))
         return spread
@@ -222,7 +253,26 @@ class RewardComposer:
         for term in self.terms:  # in the configured order
             total += term.weight * (verifier_reward if term is self.verifier else per_function[term.name])
         answers = [v.answer if v.status == "ok" else () for v in verdicts]
-        return Scored(total, per_function, correct, failures, extras, first_errors, answers)
+        payloads = [v.payload if v.status == "ok" else None for v in verdicts]
+        return Scored(total, per_function, correct, failures, extras, first_errors, answers, payloads)
+
+    def score_spans(self, samples: list[tuple[Problem, str, dict]], where: list[str]) -> SpanScoring:
+        """The process reward's spans of (problem, completion text, extra fields) samples, scored in the pool like
+        every reward; blocks. `where[i]` names sample i in the first error."""
+        term = self.process
+        requests = [RewardRequest(("spans", i), term.spec, problem.prompt, text,
+                                  {**problem.reward_fields(), **extra, **term.args}, label=term.label, spans=True)
+                    for i, (problem, text, extra) in enumerate(samples)]
+        with self._lock:
+            outcomes = self.pool.score(requests)
+        spans, failures, first = [], Counter(), None
+        for i in range(len(samples)):
+            out = outcomes[("spans", i)]
+            spans.append(out.spans if out.status == "ok" else None)
+            if out.status != "ok":
+                failures[out.status] += 1
+                first = first or f"{out.status} on {where[i]}: {out.message}"
+        return SpanScoring(term.name, spans, failures, first)
 
     def _flipped(self, verdicts: list[RewardOutcome]) -> tuple[list[RewardOutcome], torch.Tensor]:
         """The verifier's outcomes with injected noise: each scored verdict (score >= 1, or a stated 'correct')
@@ -236,7 +286,7 @@ class RewardComposer:
                 flipped.append(v)
                 continue
             extras = {**v.extras, "correct": float(now)} if "correct" in v.extras else v.extras
-            flipped.append(RewardOutcome("ok", float(now), extras, v.message, v.answer))
+            flipped.append(replace(v, value=float(now), extras=extras))
         return flipped, clean
 
     def _policy_outcomes(self, terms: list[Term], samples: list[tuple[Task, Problem, str, dict]],

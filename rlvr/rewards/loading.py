@@ -2,7 +2,7 @@
 named as 'package.module:function' or 'path/to/file.py:function'.
 
 A registered reward carries its settings schema (the `args` of its rewards.functions entry, validated at start-up),
-whether it is batched (called once per prompt group with lists), whether it scores with the policy itself
+whether it is batched or a process reward returning spans (rlvr.rewards.process) (called once per prompt group with lists), whether it scores with the policy itself
 (computed in the trainer's process, not in a reward worker), and what it loads before its first call (a judge's or
 reward model's weights: `preload`, run by a reward worker before it reports ready, so loading never counts against
 an item's time limit)."""
@@ -25,13 +25,14 @@ REWARDS: Registry[Callable] = Registry("reward")
 
 
 def register_reward(name: str, settings: type[BaseModel], batched: bool = False, uses_policy: bool = False,
-                    preload: Callable[[BaseModel], object] | None = None):
+                    preload: Callable[[BaseModel], object] | None = None, spans: bool = False):
     """Register a shipped reward under `name`, with the schema of its `args` (`settings`); `preload(settings)` loads
-    what its calls will use (kept by the reward's own cache)."""
+    what its calls will use (kept by the reward's own cache); `spans`: a process reward, returning a score per span
+    of the completion (rlvr.rewards.process), named in rewards.step_reward rather than rewards.functions."""
 
     def add(function: Callable) -> Callable:
         function.settings, function.batched, function.uses_policy = settings, batched, uses_policy
-        function.preload = preload
+        function.preload, function.spans = preload, spans
         return REWARDS.register(name)(function)
 
     return add
@@ -110,6 +111,10 @@ def check_reward_functions(functions, tasks) -> None:
         except ConfigError as e:
             raise ConfigError(f"{where} = '{spec}': {e}") from None
     for i, f in enumerate(functions):
+        if isinstance(f.function, str) and f.function in REWARDS and REWARDS.get(f.function).spans:
+            raise ConfigError(f"rewards.functions[{i}].function = '{f.function}' is a process reward: it scores the "
+                              "spans of a completion, not the completion. Name it in rewards.step_reward.function "
+                              "(with algorithm.advantage: process_min or process_sum; docs/credit.md).")
         if isinstance(f.function, str) and f.function in REWARDS:
             check_settings(REWARDS.get(f.function), f.args, f"rewards.functions[{i}].args ({f.function})")
 

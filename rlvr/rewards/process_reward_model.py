@@ -1,4 +1,4 @@
-"""The `process_reward_model` step reward: a learned process reward model (PRM) scores each step of a completion.
+"""The `process_reward_model` process reward: a learned process reward model (PRM) scores each step of a completion.
 
 Steps are the non-empty pieces of the completion between `separator`s (lines by default). With a
 sequence-classification head (AutoModelForSequenceClassification, as the `reward_model` reward loads one) the model
@@ -13,8 +13,9 @@ import functools
 from typing import Any
 
 from rlvr.config import ProcessRewardModelSettings
+from rlvr.rewards.process import register_process_reward
 from rlvr.rewards.reward_model import batched_logits, input_ids
-from rlvr.rewards.steps import StepScore, register_step_reward
+from rlvr.verifiers.verdict import SpanScore
 
 
 def step_spans(completion: str, separator: str) -> list[tuple[int, int]]:
@@ -101,7 +102,7 @@ def token_head_inputs(tokenizer, prompt: Any, completion: str, ends: list[int], 
     return ids[cut:], [max(p - cut, 0) for p in positions]
 
 
-def process_reward_model(prompt: Any, completion: str, **fields: Any) -> list[StepScore]:
+def process_reward_model(prompt: Any, completion: str, **fields: Any) -> list[SpanScore]:
     """Each step (piece between separators) of the completion scored by the PRM. Settings:
     rlvr.config.ProcessRewardModelSettings (rewards.step_reward.args)."""
     import torch
@@ -119,7 +120,12 @@ def process_reward_model(prompt: Any, completion: str, **fields: Any) -> list[St
         (per_token,) = _forward(model, [ids], 1)
         logits = per_token[positions]
     scores = head_scores(logits, s.score, s.label)
-    return [StepScore(start, end, score) for (start, end), score in zip(spans, scores)]
+    return [SpanScore(start, end, score) for (start, end), score in zip(spans, scores)]
 
 
-register_step_reward("process_reward_model", ProcessRewardModelSettings)(process_reward_model)
+def preload(settings: ProcessRewardModelSettings) -> None:
+    """Load the PRM in a reward worker before its first call (outside any item's time limit)."""
+    load_process_reward_model(settings.model, settings.head, settings.dtype, settings.device)
+
+
+register_process_reward("process_reward_model", ProcessRewardModelSettings, preload)(process_reward_model)

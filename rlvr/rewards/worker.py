@@ -1,53 +1,28 @@
-"""The reward worker process: scores requests one at a time and reports each result as it finishes."""
+"""The reward worker process: loads its rewards, then scores requests one at a time and reports each result as it
+finishes, in the messages of rlvr.rewards.messages. It exits quietly when its pool says stop, closes its end of
+the connection, or dies."""
 
 from __future__ import annotations
 
-import math
+import pickle
 import time
 import traceback
 from collections.abc import Callable, Hashable
 from multiprocessing.connection import Connection
+from typing import Any
 
-
-def reported_answer(value) -> tuple:
-    """(answer,) when a reward says which final answer it scored: a Verdict (rlvr.verifiers.verdict), or a dict with
-    an 'answer' key (text, or None for no answer); () when it does not say."""
-    if isinstance(value, dict):
-        if "answer" not in value:
-            return ()
-        answer = value["answer"]
-    elif isinstance(value, float) and hasattr(value, "answer"):
-        answer = value.answer
-    else:
-        return ()
-    return (None if answer is None else str(answer),)
-
-
-def as_reward(value) -> tuple[float, dict[str, float]]:
-    """A float, or a dict holding 'score' plus extra numbers to log (and optionally the 'answer' it scored, see
-    `reported_answer`)."""
-    if isinstance(value, dict):
-        if "score" not in value:
-            raise ValueError(f"a reward dict must have a 'score' key, got keys {sorted(value)}")
-        extras = {k: float(v) for k, v in value.items() if k not in ("score", "answer")}
-        value = value["score"]
-    else:
-        extras = {}
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"a reward must be a number or a dict with 'score', got {type(value).__name__}")
-    value = float(value)
-    if not math.isfinite(value):
-        raise ValueError(f"a reward must be finite, got {value}")
-    return value, extras
-
-
-def as_rewards(values, count: int) -> tuple[list[float], list[dict[str, float]]]:
-    """What a batched reward returns: a list (or tuple) of `count` rewards, each as in `as_reward`."""
-    if not isinstance(values, (list, tuple)) or len(values) != count:
-        got = f"{len(values)} values" if isinstance(values, (list, tuple)) else type(values).__name__
-        raise ValueError(f"a batched reward must return a list of {count} rewards (one per completion), got {got}")
-    scores, extras = zip(*(as_reward(v) for v in values))
-    return list(scores), list(extras)
+from rlvr.rewards.contract import as_reward, as_rewards, reported_answer, result_payload, result_spans
+from rlvr.rewards.messages import (
+    ItemScored,
+    Loaded,
+    LoadFailed,
+    Loading,
+    Ready,
+    RewardLoad,
+    RewardOutcome,
+    RewardRequest,
+    Stop,
+)
 
 
 def load(spec: str | bytes, fields: dict) -> Callable:
@@ -74,53 +49,80 @@ def load_key(spec: str | bytes, fields: dict) -> Hashable:
     return spec
 
 
+def outcome(request: RewardRequest, result) -> RewardOutcome:
+    """What a reward returned, read by the contract (rlvr.rewards.contract), as the pool's outcome."""
+    if request.batched:
+        value, extras = as_rewards(result, len(request.completion))
+        return RewardOutcome("ok", value, extras, "", [reported_answer(r) for r in result],
+                             [result_spans(r, text, False) for r, text in zip(result, request.completion)],
+                             [result_payload(r) for r in result])
+    value, extras = as_reward(result, request.spans)
+    return RewardOutcome("ok", value, extras, "", reported_answer(result),
+                         result_spans(result, request.completion, request.spans), result_payload(result))
+
+
+class RewardRaised(Exception):
+    """A reward's own code (loading it, calling it, or what it returned) raised: the one-line message to report.
+    Anything else escaping `serve` is the connection's."""
+
+
+def guarded(call: Callable[..., Any], *args: Any) -> Any:
+    """`call(*args)`, with any exception it raises as RewardRaised."""
+    try:
+        return call(*args)
+    except Exception as e:
+        raise RewardRaised(failure_message(e)) from None
+
+
+def scored(function: Callable, request: RewardRequest) -> RewardOutcome:
+    """`function` called on `request`, its return read by the contract (rlvr.rewards.contract) as an outcome."""
+    return outcome(request, function(request.prompt, request.completion, **request.fields))
+
+
 def serve(conn: Connection) -> None:
-    """First load every (spec, args, label) of the start-up message, saying ('loading', label), then ('loaded',
-    label, seconds) for each, or ('load_failed', label, message) and exit; then ('ready',). Then answer batches of
-    (key, spec, prompt, completion, fields, batched, label) with ('result', key, status, value, extras, message,
-    answer) until told to stop (None) or orphaned; `answer` as `reported_answer` (a list for batched). A spec not
-    loaded at start-up is loaded before its first item is scored, between ('loading', label) and ('loaded', ...),
-    so the pool does not count loading against the item's time limit."""
+    """Load every RewardLoad of the start-up message (Loading, then Loaded, or LoadFailed and exit), say Ready, then
+    answer chunks of RewardRequests with an ItemScored each until told to Stop. A request's reward not loaded at
+    start-up is loaded before it is scored, between Loading and Loaded, so the pool does not count loading against
+    the item's time limit. Raises EOFError or OSError when the pool's end of the connection is gone."""
     loaded: dict[Hashable, Callable] = {}
 
     def load_announced(spec: str | bytes, fields: dict, label: str) -> Callable:
         key = load_key(spec, fields)
         if key not in loaded:
-            conn.send(("loading", label))
+            conn.send(Loading(label))
             started = time.perf_counter()
             try:
-                loaded[key] = load(spec, fields)
+                loaded[key] = guarded(load, spec, fields)
             finally:
-                conn.send(("loaded", label, time.perf_counter() - started))
+                conn.send(Loaded(label, time.perf_counter() - started))
         return loaded[key]
 
-    try:
-        startup = conn.recv()
-    except EOFError:
-        return
-    for spec, args, label in startup:
+    startup: list[RewardLoad] = conn.recv()
+    for item in startup:
         try:
-            load_announced(spec, args, label)
-        except Exception as e:  # reported to the pool, which stops the run at start naming the reward
-            conn.send(("load_failed", label, failure_message(e)))
+            load_announced(item.spec, item.args, item.name)
+        except RewardRaised as e:  # reported to the pool, which stops the run at start naming the reward
+            conn.send(LoadFailed(item.name, str(e)))
             return
-    conn.send(("ready",))
-    while True:
-        try:
-            batch = conn.recv()
-        except EOFError:
-            return
-        if batch is None:
-            return
-        for key, spec, prompt, completion, fields, batched, label in batch:
+    conn.send(Ready())
+    while not isinstance(batch := conn.recv(), Stop):
+        for request in batch:
             try:
-                function = load_announced(spec, fields, label)
-                result = function(prompt, completion, **fields)
-                value, extras = as_rewards(result, len(completion)) if batched else as_reward(result)
-                answer = [reported_answer(r) for r in result] if batched else reported_answer(result)
-                conn.send(("result", key, "ok", value, extras, "", answer))
-            except Exception as e:  # a user's reward failed: report, keep serving
-                conn.send(("result", key, "error", 0.0, {}, failure_message(e), ()))
+                function = load_announced(request.spec, request.fields, request.name)
+                answer = guarded(scored, function, request)
+            except RewardRaised as e:  # a user's reward failed: report, keep serving
+                answer = RewardOutcome("error", message=str(e))
+            conn.send_bytes(sendable(ItemScored(request.key, answer)))
+
+
+def sendable(message: ItemScored) -> bytes:
+    """The message pickled for the pool; an outcome that cannot be pickled (a payload holding a lock, a model) is
+    the reward's error, not the worker's end."""
+    try:
+        return pickle.dumps(message)
+    except Exception as e:
+        return pickle.dumps(ItemScored(message.key, RewardOutcome(
+            "error", message=f"what the reward returned cannot be sent to the trainer: {failure_message(e)}")))
 
 
 def failure_message(error: Exception) -> str:
@@ -132,7 +134,6 @@ def exit_with_parent(interval_s: float = 1.0) -> None:
     """Die when the trainer dies, even while a reward hangs (the worker runs in its own session)."""
     import os
     import threading
-    import time
 
     parent = os.getppid()
 
@@ -144,8 +145,16 @@ def exit_with_parent(interval_s: float = 1.0) -> None:
     threading.Thread(target=watch, daemon=True).start()
 
 
+def main(fd: int) -> None:
+    """Serve the pool on connection `fd`; a pool that closed its end (or died) ends the worker without a word."""
+    exit_with_parent()
+    try:
+        serve(Connection(fd))
+    except (EOFError, OSError):  # the parent's end is gone: nobody is left to tell
+        pass
+
+
 if __name__ == "__main__":
     import sys
 
-    exit_with_parent()
-    serve(Connection(int(sys.argv[1])))
+    main(int(sys.argv[1]))

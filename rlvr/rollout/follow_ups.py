@@ -24,7 +24,7 @@ def group_result(group: Group) -> GroupResult:
     scored = group.scored
     return GroupResult(group.problem, [c.text for c in group.completions], scored.total.tolist(),
                        [bool(x) for x in scored.correct],
-                       [a[0] if a else None for a in (scored.reported_answer(i) for i in range(len(scored.total)))])
+                       [scored.payload(i) for i in range(len(scored.total))])
 
 
 def _by_task(groups: list[Group], t: int) -> list[Group]:

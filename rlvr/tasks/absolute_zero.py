@@ -53,6 +53,7 @@ from rlvr.tasks.program_io import (
     stated_value,
     static_problem,
 )
+from rlvr.verifiers.verdict import RewardResult
 
 TYPES = ("deduction", "abduction", "induction")
 SEED_PROGRAM = "def f(a):\n    return a"
@@ -103,23 +104,29 @@ def solve_prompt(task_type: str, entry: dict) -> str:
 # ------------------------------------------------------------------ the verifier (runs in the reward workers)
 
 def score(prompt: str, completion: str, azr_kind: str, task_type: str, invalid_penalty: float = -0.5,
-          format_penalty: float = -1.0, **fields: Any) -> dict[str, Any]:
+          format_penalty: float = -1.0, **fields: Any) -> RewardResult | dict[str, Any]:
     """The verifier of every Absolute Zero problem: a proposal's validity (score 0 when valid, its learnability
     comes later; `invalid_penalty` or `format_penalty` when not), or a solution's correctness (1 / 0;
-    `format_penalty` when no answer can be read). The answer it reports is the filed task as JSON for a proposal,
-    the stated answer for a solution."""
+    `format_penalty` when no answer can be read). A proposal's result carries the checked task (or its rejection)
+    as its payload, which `follow_ups` reads, and shows it as JSON for its answer; a solution reports its stated
+    answer."""
     if azr_kind == "propose":
         return judge_proposal(completion, task_type, invalid_penalty, format_penalty, **fields)
     return judge_solution(completion, task_type, format_penalty, **fields)
 
 
-def _rejected(reason: str, penalty: float, detail: str = "") -> dict[str, Any]:
-    return {"score": penalty, "correct": 0.0, "valid": 0.0, **{f"rejected_{r}": float(r == reason) for r in REJECTIONS},
-            "answer": as_json({"rejected": reason, "detail": detail})}
+def _filed(scores: dict[str, float], proposal: dict[str, Any]) -> RewardResult:
+    """A proposal's result: its scores, and the proposal (a task, or a rejection) as payload and shown answer."""
+    return RewardResult({**scores, "answer": as_json(proposal)}, payload=proposal)
+
+
+def _rejected(reason: str, penalty: float, detail: str = "") -> RewardResult:
+    return _filed({"score": penalty, "correct": 0.0, "valid": 0.0,
+                   **{f"rejected_{r}": float(r == reason) for r in REJECTIONS}}, {"rejected": reason, "detail": detail})
 
 
 def judge_proposal(completion: str, task_type: str, invalid_penalty: float, format_penalty: float,
-                   program: str | None = None, induction_inputs: int = 4, **_: Any) -> dict[str, Any]:
+                   program: str | None = None, induction_inputs: int = 4, **_: Any) -> RewardResult:
     """A proposal checked in the sandbox (rlvr.tasks.program_io.checked_outputs, two runs)."""
     inputs = stated_inputs(completion)
     if task_type != "induction":
@@ -142,7 +149,7 @@ def judge_proposal(completion: str, task_type: str, invalid_penalty: float, form
                 "message": hints[0][:200] if hints else ""}
     else:
         task = {"program": program, "input": shown_arguments(parse_arguments(inputs[0])), "output": run.outputs[0]}
-    return {**valid, "answer": as_json({"type": task_type, **task})}
+    return _filed(valid, {"type": task_type, **task})
 
 
 def judge_solution(completion: str, task_type: str, format_penalty: float, program: str = "", call_input: str = "",
@@ -274,9 +281,9 @@ class AbsoluteZeroTask(Task):
         lines: list[int] = []
         for group in proposals:
             task_type = group.problem.fields["task_type"]
-            for j, answer in enumerate(group.answers):
+            for j, payload in enumerate(group.payloads):
                 # None: the verifier itself failed (a reward timeout; counted by the failure budget too)
-                proposal = json.loads(answer) if answer else {"rejected": "unscored"}
+                proposal = payload if payload is not None else {"rejected": "unscored"}
                 self.counts["proposals"] += 1
                 if "rejected" in proposal:
                     self.counts[f"rejected/{proposal['rejected']}"] += 1

@@ -35,14 +35,15 @@ class Problem:
 
 @dataclass
 class GroupResult:
-    """What a task that derives problems hears about one of its scored groups (`Task.follow_ups`, `Task.late_rewards`): the
-    problem, each sample's text, total reward and verdict, and the answer its verifier said it judged."""
+    """What a task that derives problems hears about one of its scored groups (`Task.follow_ups`,
+    `Task.late_rewards`): the problem, each sample's text, total reward and verdict, and what its verifier handed back
+    (its `RewardResult.payload`, rlvr.verifiers.verdict; None where it did not, or failed)."""
 
     problem: Problem
     texts: list[str]
     scores: list[float]
     correct: list[bool]
-    answers: list[str | None]
+    payloads: list[Any]
 
 
 class Task(ABC):

@@ -49,11 +49,11 @@ def episode_turns(completions: list[Completion], batch: RolloutBatch) -> TurnInp
 def assign_advantages(batch: RolloutBatch, a: AlgorithmConfig, labels: list[str], history: dict, kl_coef: float,
                       reference_logprobs: Callable[[RolloutBatch], torch.Tensor],
                       completions: list[Completion] | None = None,
-                      steps: tuple[torch.Tensor, torch.Tensor] | None = None) -> dict:
+                      spans: tuple[torch.Tensor, torch.Tensor] | None = None) -> dict:
     """Set `batch.advantages` and `batch.loss_mask` (and `batch.ref_logprobs` when KL is on); returns the
     estimator's history (DCPO's cumulative statistics). `labels[t]` names task t in the prompts' uids;
-    `completions` (row by row) give the episodes' turns to `algorithm.turn_credit`; `steps` are the step rewards and
-    step-end mask of process credit (rlvr.training.step_rewards)."""
+    `completions` (row by row) give the episodes' turns to `algorithm.turn_credit`; `spans` are the span rewards and
+    span-end mask of process credit (rlvr.training.process_rewards), the estimator's step_rewards and step_mask."""
     mask = batch.completion_mask
     token_rewards = None
     if a.kl_coef > 0:
@@ -67,7 +67,7 @@ def assign_advantages(batch: RolloutBatch, a: AlgorithmConfig, labels: list[str]
                         roles=[role_key(labels[m["task"]], m.get("role")) for m in batch.metadata],
                         token_rewards=token_rewards, history=history,
                         turns=episode_turns(completions, batch) if a.turn_credit and completions else None,
-                        step_rewards=steps[0] if steps else None, step_mask=steps[1] if steps else None,
+                        step_rewards=spans[0] if spans else None, step_mask=spans[1] if spans else None,
                         tree_paths=[c.tree_path for c in completions] if completions else None),
         a,
     )

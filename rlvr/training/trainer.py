@@ -55,6 +55,7 @@ from rlvr.models.prompts import prompt_token_limit
 from rlvr.models.vision import freeze_vision, is_vision_model
 from rlvr.reporting.run_banner import end_facts, start_facts
 from rlvr.rewards.failures import FailureBudget, RewardFailure
+from rlvr.rewards.process import process_reward_for
 from rlvr.rollout import SamplingParams, group_engine
 from rlvr.rollout.collect import make_collector
 from rlvr.rollout.steps import Group
@@ -75,6 +76,7 @@ from rlvr.training.checkpoint import (
 from rlvr.training.flat_reward import FlatRewardAlarm
 from rlvr.training.interrupts import StepGivenUp, StopRequests, TrainingInterrupted
 from rlvr.training.parallel import make_parallel, start_processes
+from rlvr.training.process_rewards import ProcessRewards
 from rlvr.training.resources import checkpoint_bytes, ensure_disk_space
 from rlvr.training.scoring import BatchScorer
 from rlvr.training.setup import (
@@ -85,7 +87,6 @@ from rlvr.training.setup import (
     seed_everything,
 )
 from rlvr.training.step_metrics import MemoryPeaks, rollout_metrics, update_metrics
-from rlvr.training.step_rewards import StepRewards
 from rlvr.training.update import (
     LossSetup,
     NonFiniteStreak,
@@ -111,7 +112,8 @@ class Trainer:
         self.cancellation = Cancellation()  # a stop request (fit's StopRequests) gives up the waits it is passed to
         self.pool = make_reward_pool(cfg.rewards, cfg.cluster, self.cancellation)
         try:
-            self.composer = start_rewards(self.pool, cfg.rewards.functions, self.tasks, cfg.rewards.noise_correction)
+            self.composer = start_rewards(self.pool, cfg.rewards.functions, self.tasks, cfg.rewards.noise_correction,
+                                          process_reward_for(cfg))
             self._set_up(cfg, strategy, resume_path)
         except BaseException:
             self.pool.close()
@@ -170,7 +172,7 @@ class Trainer:
                                     self.stats)
         self.filter = make_filter(d.filter.name, d.filter.args)
         self.composer.attach_policy(self.model, self.tokenizer, self.encode)  # for rewards scored with it (rlpr)
-        self.step_rewards = StepRewards(cfg.rewards.step_reward)  # process credit's step rewards, if any
+        self.process_rewards = ProcessRewards(self.composer, self.failures)  # process credit's span rewards, if any
         engine = group_engine(self.engine, r)  # a step's groups: in the wrappers rollout settings add
         self.collector = make_collector(
             r.max_staleness, engine=engine, encode=self.encode, tasks=self.tasks, sampler=self.sampler,
@@ -255,10 +257,11 @@ class Trainer:
                                               self.tokenizer.pad_token_id, meta)
         batch.scores = torch.cat([g.scored.total for g in trained]).float()
         labels = [t.label for t in self.tasks]
-        steps, step_metrics = self.step_rewards.token_rewards(trained, self.tokenizer, batch.completion_width, labels)
+        spans, span_metrics = self.process_rewards.token_rewards(trained, self.tokenizer, batch.completion_width,
+                                                                 labels)
         self.advantage_history = assign_advantages(batch, self.cfg.algorithm, labels,
                                                    self.advantage_history, self.kl_coef, self._reference_logprobs,
-                                                   [c for g in trained for c in g.completions], steps)
+                                                   [c for g in trained for c in g.completions], spans)
         outcomes = self._observe(step.generated, trained, batch)
         metrics = rollout_metrics(batch, step.scored, outcomes, self.params.n, self.tasks, self.stats, self.sampler)
         if self.kl_control is not None:
@@ -266,7 +269,7 @@ class Trainer:
         if self.ref_logprob_s:
             metrics["perf/ref_logprob_s"] = self.ref_logprob_s
         metrics.update(step.metrics)
-        metrics.update(step_metrics)
+        metrics.update(span_metrics)
         return batch, metrics
 
     def _observe(self, generated: list[Group], trained: list[Group], batch: RolloutBatch) -> list[GroupOutcome]:

@@ -1,6 +1,12 @@
-"""A verifier's score together with the answer it scored, so that what a run shows is what it paid for."""
+"""What a verifier or reward returns beyond a plain number (the reward contract, read by rlvr.rewards.contract): a
+score together with the answer it scored (`Verdict`), so that what a run shows is what it paid for; scores per span
+of the completion (`SpanScore`); and `RewardResult`, which carries a score, spans and a payload for the task."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 
 class Verdict(float):
@@ -21,6 +27,27 @@ class Verdict(float):
 
     def __reduce__(self):
         return (Verdict, (float(self), self.answer))
+
+
+@dataclass(frozen=True)
+class SpanScore:
+    """A score for the characters [start, end) of a completion's text (a reasoning step of it, for process
+    credit)."""
+
+    start: int
+    end: int
+    score: float
+
+
+@dataclass(frozen=True)
+class RewardResult:
+    """What a reward returns when a number or a dict is not enough: `score` (a number, a Verdict, or a dict of
+    'score' and named numbers), `spans` (SpanScore or (start, end, score) per span of the completion) and `payload`
+    (anything picklable the task that asked for the scoring reads back, `Scored.payloads`)."""
+
+    score: float | dict[str, Any] | None = None
+    spans: Sequence[SpanScore | tuple[int, int, float]] | None = None
+    payload: Any = None
 
 
 def shown_answer(text: str | None) -> str | None:
