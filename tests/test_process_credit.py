@@ -143,6 +143,7 @@ def test_step_rewards_become_token_tensors_for_the_trained_samples():
     group = Group(0, problem, [1, 2], completions, scored=None)
     width = max(len(c.token_ids) for c in completions)
     with RewardPool(num_workers=1, timeout_s=30.0) as pool:
+        pool.start()
         composer = RewardComposer([], pool, process=StepRewardConfig(function="arithmetic_steps"))
         (rewards, mask), metrics = ProcessRewards(composer, FailureBudget()).token_rewards(
             [group], tokenizer, width, ["chain"])

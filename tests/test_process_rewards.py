@@ -74,6 +74,7 @@ def samples(texts):
 
 def test_a_process_reward_that_hangs_raises_or_returns_a_bad_span_fails_that_sample_only(process_file):
     with RewardPool(num_workers=2, timeout_s=1.0) as pool:
+        pool.start()
         composer = RewardComposer([], pool, process=StepRewardConfig(function=f"{process_file}:lines"))
         texts = ["ab\ncde", "hang", "boom", "wide", "x"]
         scoring = composer.score_spans(samples(texts), [f"sample {i}" for i in range(5)])
@@ -93,6 +94,7 @@ def test_process_reward_failures_count_in_the_failure_budget_and_stop_a_run_fail
         return Group(0, problem, [1], [Completion(i, t, [0.0] * len(i), False) for i, t in zip(ids, texts)], None)
 
     with RewardPool(num_workers=1, timeout_s=5.0) as pool:
+        pool.start()
         composer = RewardComposer([], pool, process=StepRewardConfig(function=f"{process_file}:lines"))
         budget = FailureBudget(max_failure_rate=0.5)
         process = ProcessRewards(composer, budget)
@@ -139,6 +141,7 @@ def test_a_process_reward_named_as_a_reward_or_a_reward_as_a_process_reward_is_a
 
 def test_a_reward_may_return_a_score_spans_and_a_payload_through_the_pool(process_file):
     with RewardPool(num_workers=1, timeout_s=5.0) as pool:
+        pool.start()
         out = pool.score([RewardRequest(0, f"{process_file}:with_payload", "p", "abc"),
                           RewardRequest(1, f"{process_file}:lines", "p", "abc"),
                           RewardRequest(2, f"{process_file}:lines", "p", "abc", spans=True),

@@ -18,7 +18,6 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from rlvr.algorithms import estimator_needs
 from rlvr.config import RunConfig, StepRewardConfig
 from rlvr.errors import ConfigError, did_you_mean
 from rlvr.rewards.loading import REWARDS, register_reward, resolve_function
@@ -30,6 +29,8 @@ WINDOW = 8  # tokens of context before each token when its text's end is measure
 def process_reward_for(cfg: RunConfig) -> StepRewardConfig | None:
     """rewards.step_reward when the run's advantage estimator reads step rewards, else None: the one place that
     decides whether process rewards are scored at all (nothing is computed that no estimator uses)."""
+    from rlvr.algorithms import estimator_needs  # here: the reward workers import this module without torch
+
     return cfg.rewards.step_reward if "step_rewards" in estimator_needs(cfg.algorithm.advantage) else None
 
 
