@@ -23,6 +23,7 @@ from rlvr.models.vision import is_vision_model, make_prompt_encoder
 from rlvr.rewards.composite import RewardComposer
 from rlvr.rewards.loading import check_reward_functions
 from rlvr.rewards.pool import RewardLoad, RewardPool
+from rlvr.rewards.process import process_reward_for
 from rlvr.rollout import RolloutEngine, make_engine
 from rlvr.sandbox.run import prepare_sandbox
 from rlvr.tasks.base import Task
@@ -93,6 +94,13 @@ def start_rewards(pool, functions: list[RewardFunctionConfig], tasks: list[Task]
         start_pool(pool, composer.loads(tasks))
         check_reward_functions(functions, tasks)
     return composer
+
+
+def start_run_rewards(pool, cfg: RunConfig, tasks: list[Task]) -> RewardComposer:
+    """`start_rewards` for a training run: its rewards section's functions and noise correction, and the process
+    reward when the run's estimator reads one (rlvr.rewards.process.process_reward_for)."""
+    r = cfg.rewards
+    return start_rewards(pool, r.functions, tasks, r.noise_correction, process_reward_for(cfg))
 
 
 def wait_for_rewards(pool, say: Callable[[str], None] | None = None) -> dict[str, float]:

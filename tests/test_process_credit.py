@@ -24,9 +24,11 @@ from rlvr.rewards.pool import RewardPool
 from rlvr.rewards.process import resolve_process_reward, span_token_positions, token_text_ends
 from rlvr.rewards.process_reward_model import process_reward_model, step_spans
 from rlvr.rollout.base import Completion
+from rlvr.rollout.process_rewards import ProcessRewards
+from rlvr.rollout.stages import StageSetup
 from rlvr.rollout.steps import Group
 from rlvr.tasks import make_task
-from rlvr.training.process_rewards import ProcessRewards
+from rlvr.training.advantages import span_tensors
 from rlvr.training.trainer import Trainer
 from rlvr.verifiers.verdict import SpanScore
 
@@ -145,13 +147,14 @@ def test_step_rewards_become_token_tensors_for_the_trained_samples():
     with RewardPool(num_workers=1, timeout_s=30.0) as pool:
         pool.start()
         composer = RewardComposer([], pool, process=StepRewardConfig(function="arithmetic_steps"))
-        (rewards, mask), metrics = ProcessRewards(composer, FailureBudget()).token_rewards(
-            [group], tokenizer, width, ["chain"])
+        metrics = ProcessRewards(composer, FailureBudget(), tokenizer, ["chain"]).score([group])
+    rewards, mask = span_tensors(completions, width)
     assert mask.sum(1).tolist() == [2.0, 1.0, 0.0]
     assert rewards[0][mask[0] > 0].tolist() == [1.0, 1.0] and rewards[1][mask[1] > 0].tolist() == [-1.0]
     assert metrics["process/spans_per_sample"] == 1.0 and metrics["process/no_span_frac"] == pytest.approx(1 / 3)
-    assert ProcessRewards(RewardComposer([], pool), FailureBudget()).token_rewards(
-        [group], tokenizer, width, ["chain"]) == (None, {})
+    # without a process reward (the estimator reads none) the stage is not in the run, and no span is scored
+    assert ProcessRewards.configured(StageSetup(None, [task], composer=RewardComposer([], pool))) is None
+    assert span_tensors([Completion([1], "x", [0.0], False)], 1) is None
 
 
 def bad_steps(prompt, completion, **_):

@@ -22,9 +22,11 @@ from rlvr.rewards.loading import check_reward_functions
 from rlvr.rewards.pool import RewardPool, RewardRequest
 from rlvr.rewards.process import process_reward_for, span_token_positions, token_text_ends
 from rlvr.rollout.base import Completion
+from rlvr.rollout.process_rewards import ProcessRewards
+from rlvr.rollout.stages import StageSetup
 from rlvr.rollout.steps import Group
 from rlvr.tasks import make_task
-from rlvr.training.process_rewards import ProcessRewards
+from rlvr.training.advantages import span_tensors
 from rlvr.verifiers.verdict import SpanScore
 
 PROCESS = textwrap.dedent(
@@ -97,13 +99,15 @@ def test_process_reward_failures_count_in_the_failure_budget_and_stop_a_run_fail
         pool.start()
         composer = RewardComposer([], pool, process=StepRewardConfig(function=f"{process_file}:lines"))
         budget = FailureBudget(max_failure_rate=0.5)
-        process = ProcessRewards(composer, budget)
-        (rewards, mask), _ = process.token_rewards([group(["ab", "boom"])], tokenizer, 4, ["chain"])
+        process = ProcessRewards(composer, budget, tokenizer, ["chain"])
+        scored = group(["ab", "boom"])
+        process.score([scored])
+        _, mask = span_tensors(scored.completions, 4)
         assert mask.sum(1).tolist() == [1.0, 0.0]  # the failed sample has no span; the run goes on
         assert budget.totals["step_reward"] == Counter(samples=2, error=1)
         with pytest.raises(RewardFailure, match=r"reward 'step_reward' failed on every one of this step's 2 samples"
                                                 r".*First error: error on task chain, problem .*, sample 1: RuntimeError: boom"):
-            process.token_rewards([group(["boom", "boom cd"])], tokenizer, 4, ["chain"])
+            process.score([group(["boom", "boom cd"])])
 
 
 def test_a_process_reward_is_loaded_with_the_other_rewards_before_the_first_item(process_file):
@@ -126,7 +130,7 @@ def test_process_rewards_are_scored_only_when_the_estimator_reads_them():
     cfg = build_config({"algorithm": {"advantage": "process_min"}, "rewards": step_reward})
     assert process_reward_for(cfg).function == "arithmetic_steps"
     composer = RewardComposer([], RewardPool(), process=None)
-    assert ProcessRewards(composer, FailureBudget()).token_rewards([], None, 4, []) == (None, {})
+    assert ProcessRewards.configured(StageSetup(None, [], composer=composer, failures=FailureBudget())) is None
     assert all(load.spec != "arithmetic_steps" for load in composer.loads([make_task("arithmetic_chain", 0, {})]))
 
 

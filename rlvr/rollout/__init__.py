@@ -6,7 +6,7 @@ the models besides the policy that their environments talk to, chat_models.py), 
 May import envs, curriculum, rewards, tasks, models and below; never tracking, evaluation or training."""
 
 # register the engines (auto, hf, static) and the collection stages (follow_ups, hints, roles)
-from rlvr.rollout import auto, follow_ups, hf, hints, roles, static  # noqa: F401
+from rlvr.rollout import auto, follow_ups, hf, hints, process_rewards, roles, static  # noqa: F401
 from rlvr.rollout.base import (
     ENGINES,
     Completion,

@@ -52,6 +52,9 @@ class Completion:
     # The part the policy plays in this sample (docs/self_play.md): its own (a game's seat), or once its group is
     # collected (rlvr.rollout.steps.Group) its problem's where it has none of its own
     role: str | None = None
+    # Process credit (rlvr.rollout.process_rewards): (token index, reward) of each scored span's last token; None when
+    # the run scores no spans
+    span_rewards: tuple[tuple[int, float], ...] | None = None
 
     @property
     def policy_tokens(self) -> int:

@@ -134,12 +134,13 @@ class StepCollector:
         """Nothing to release: generation and scoring run in the trainer's process and its reward pool."""
 
 
-def make_collector(max_staleness: int, *, data, **kwargs):
+def make_collector(max_staleness: int, *, data, failures=None, **kwargs):
     """The synchronous `StepCollector` for max_staleness 0; the asynchronous pipeline of rollout worker processes
     (rlvr.rollout.workers; Ray actors with a ray_address) for max_staleness > 0, which refuses a stage it cannot run.
-    Either runs the collection stages that the data section (`data`) and the tasks ask for (rlvr.rollout.stages)."""
+    Either runs the collection stages that the data section (`data`), the tasks and the composer ask for
+    (rlvr.rollout.stages); `failures`, the run's reward failure budget, counts the stages' own reward calls."""
     stages = make_stages(StageSetup(data, kwargs["tasks"], kwargs.get("stats"), kwargs.get("encode"),
-                                    kwargs.get("params")))
+                                    kwargs.get("params"), kwargs.get("composer"), failures))
     if max_staleness == 0:
         kwargs = {k: v for k, v in kwargs.items() if k not in ASYNC_ONLY}
         return StepCollector(**kwargs, stages=stages)

@@ -29,7 +29,8 @@ from rlvr.curriculum import CurriculumStats
 from rlvr.errors import ConfigError
 from rlvr.models.prompts import PromptEncoder
 from rlvr.registry import Registry
-from rlvr.rewards.composite import Scored
+from rlvr.rewards.composite import RewardComposer, Scored
+from rlvr.rewards.failures import FailureBudget
 from rlvr.rollout.base import SamplingParams
 from rlvr.rollout.steps import Group
 from rlvr.tasks import Task
@@ -72,13 +73,16 @@ class StepDraft:
 @dataclass
 class StageSetup:
     """What a stage may be built from: the run's data section (data.hints, ...), its tasks, and the collector's
-    pieces (curriculum statistics, the prompt encoder, sampling parameters)."""
+    pieces (curriculum statistics, the prompt encoder, sampling parameters, the reward composer and the run's reward
+    failure budget)."""
 
     data: DataConfig | None
     tasks: list[Task]
     stats: CurriculumStats | None = None
     encode: PromptEncoder | None = None
     params: SamplingParams | None = None
+    composer: RewardComposer | None = None
+    failures: FailureBudget | None = None
 
 
 class CollectionStage:

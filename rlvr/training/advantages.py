@@ -48,13 +48,13 @@ def episode_turns(completions: list[Completion], batch: RolloutBatch) -> TurnInp
 
 def assign_advantages(batch: RolloutBatch, a: AlgorithmConfig, labels: list[str], history: dict, kl_coef: float,
                       reference_logprobs: Callable[[RolloutBatch], torch.Tensor],
-                      completions: list[Completion] | None = None,
-                      spans: tuple[torch.Tensor, torch.Tensor] | None = None) -> dict:
+                      completions: list[Completion] | None = None) -> dict:
     """Set `batch.advantages` and `batch.loss_mask` (and `batch.ref_logprobs` when KL is on); returns the
     estimator's history (DCPO's cumulative statistics). `labels[t]` names task t in the prompts' uids;
-    `completions` (row by row) give the episodes' turns to `algorithm.turn_credit`; `spans` are the span rewards and
-    span-end mask of process credit (rlvr.training.process_rewards), the estimator's step_rewards and step_mask."""
+    `completions` (row by row) give the episodes' turns to `algorithm.turn_credit`, their tree paths, and their span
+    rewards (process credit, rlvr.rollout.process_rewards) as the estimator's step_rewards and step_mask."""
     mask = batch.completion_mask
+    spans = span_tensors(completions, mask.shape[1]) if completions else None
     token_rewards = None
     if a.kl_coef > 0:
         batch.ref_logprobs = reference_logprobs(batch)
@@ -76,3 +76,15 @@ def assign_advantages(batch: RolloutBatch, a: AlgorithmConfig, labels: list[str]
         loss_mask = loss_mask * high_entropy_token_mask(batch.rollout_entropy, loss_mask, a.high_entropy_fraction)
     batch.loss_mask = loss_mask
     return history
+
+
+def span_tensors(completions: list[Completion], width: int) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """The completions' span rewards as (rewards [N, width], span-end mask [N, width]); None where no completion was
+    scored for spans (the run's estimator reads none)."""
+    if all(c.span_rewards is None for c in completions):
+        return None
+    rewards, mask = torch.zeros(len(completions), width), torch.zeros(len(completions), width)
+    for r, c in enumerate(completions):
+        for pos, score in c.span_rewards or ():
+            rewards[r, pos], mask[r, pos] = score, 1.0
+    return rewards, mask

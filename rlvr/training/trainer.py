@@ -22,7 +22,14 @@ from rlvr.algorithms import (
     AdaptiveKLController,
 )
 from rlvr.algorithms.correction import ratio_summary
-from rlvr.assembly import build_engine, build_tasks, make_reward_pool, prompt_encoder, start_rewards, wait_for_rewards
+from rlvr.assembly import (
+    build_engine,
+    build_tasks,
+    make_reward_pool,
+    prompt_encoder,
+    start_run_rewards,
+    wait_for_rewards,
+)
 from rlvr.cancellation import Cancellation, WaitAbandoned
 from rlvr.config import RunConfig, dump_config
 from rlvr.curriculum import CurriculumStats, GroupOutcome, make_filter, make_sampler, prompt_key
@@ -55,7 +62,6 @@ from rlvr.models.prompts import prompt_token_limit
 from rlvr.models.vision import freeze_vision, is_vision_model
 from rlvr.reporting.run_banner import end_facts, start_facts
 from rlvr.rewards.failures import FailureBudget, RewardFailure
-from rlvr.rewards.process import process_reward_for
 from rlvr.rollout import SamplingParams, group_engine
 from rlvr.rollout.collect import make_collector
 from rlvr.rollout.steps import Group
@@ -76,7 +82,6 @@ from rlvr.training.checkpoint import (
 from rlvr.training.flat_reward import FlatRewardAlarm
 from rlvr.training.interrupts import StepGivenUp, StopRequests, TrainingInterrupted
 from rlvr.training.parallel import make_parallel, start_processes
-from rlvr.training.process_rewards import ProcessRewards
 from rlvr.training.resources import checkpoint_bytes, ensure_disk_space
 from rlvr.training.scoring import BatchScorer
 from rlvr.training.setup import (
@@ -112,8 +117,7 @@ class Trainer:
         self.cancellation = Cancellation()  # a stop request (fit's StopRequests) gives up the waits it is passed to
         self.pool = make_reward_pool(cfg.rewards, cfg.cluster, self.cancellation)
         try:
-            self.composer = start_rewards(self.pool, cfg.rewards.functions, self.tasks, cfg.rewards.noise_correction,
-                                          process_reward_for(cfg))
+            self.composer = start_run_rewards(self.pool, cfg, self.tasks)
             self._set_up(cfg, strategy, resume_path)
         except BaseException:
             self.pool.close()
@@ -172,7 +176,6 @@ class Trainer:
                                     self.stats)
         self.filter = make_filter(d.filter.name, d.filter.args)
         self.composer.attach_policy(self.model, self.tokenizer, self.encode)  # for rewards scored with it (rlpr)
-        self.process_rewards = ProcessRewards(self.composer, self.failures)  # process credit's span rewards, if any
         engine = group_engine(self.engine, r)  # a step's groups: in the wrappers rollout settings add
         self.collector = make_collector(
             r.max_staleness, engine=engine, encode=self.encode, tasks=self.tasks, sampler=self.sampler,
@@ -181,7 +184,7 @@ class Trainer:
             seed_per_group=self.seed_per_group, device=lambda: next(self.model.parameters()).device,
             model=self.model, tokenizer=self.tokenizer, engine_name=r.engine, batch_size=r.batch_size,
             num_workers=r.num_workers, ray_address=cfg.cluster.ray_address, ray_num_cpus=cfg.cluster.num_cpus,
-            data=d, cancellation=self.cancellation, rollout=r)
+            data=d, failures=self.failures, cancellation=self.cancellation, rollout=r)
         self.advantage_history: dict = {}
         self.nonfinite = NonFiniteStreak(o.max_nonfinite_steps)
         self.step = 0
@@ -257,11 +260,9 @@ class Trainer:
                                               self.tokenizer.pad_token_id, meta)
         batch.scores = torch.cat([g.scored.total for g in trained]).float()
         labels = [t.label for t in self.tasks]
-        spans, span_metrics = self.process_rewards.token_rewards(trained, self.tokenizer, batch.completion_width,
-                                                                 labels)
         self.advantage_history = assign_advantages(batch, self.cfg.algorithm, labels,
                                                    self.advantage_history, self.kl_coef, self._reference_logprobs,
-                                                   [c for g in trained for c in g.completions], spans)
+                                                   [c for g in trained for c in g.completions])
         outcomes = self._observe(step.generated, trained, batch)
         metrics = rollout_metrics(batch, step.scored, outcomes, self.params.n, self.tasks, self.stats, self.sampler)
         if self.kl_control is not None:
@@ -269,7 +270,6 @@ class Trainer:
         if self.ref_logprob_s:
             metrics["perf/ref_logprob_s"] = self.ref_logprob_s
         metrics.update(step.metrics)
-        metrics.update(span_metrics)
         return batch, metrics
 
     def _observe(self, generated: list[Group], trained: list[Group], batch: RolloutBatch) -> list[GroupOutcome]:
