@@ -152,7 +152,8 @@ def test_training_toward_a_fixed_teacher_lowers_the_held_out_reverse_kl(models, 
 def test_lora_student_trains_toward_the_teacher_with_the_grpo_mix(models, fast_config):
     cfg = build_config(distill_config(fast_config, models, steps=1, model={"name": str(models / "student"),
                                                                           "lora": {"r": 4, "alpha": 8}},
-                                      algorithm={"advantage": "grpo", "distill_weight": 0.5, "kl_coef": 0.01}))
+                                      algorithm={"advantage": "grpo", "distill_weight": 0.5, "kl_coef": 0.01},
+                                      teacher={"device": "cpu"}))  # a device of its own (here the policy's too)
     trainer = Trainer(cfg)
     trainer.fit()
     row = json.loads(open(f"{cfg.tracking.output_dir}/metrics.jsonl").readline())
