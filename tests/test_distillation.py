@@ -9,6 +9,7 @@ import shutil
 import pytest
 import torch
 from conftest import FAST, ROOT, merge
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from rlvr.algorithms import AdvantageInputs, compute_advantages
 from rlvr.algorithms.advantages import discounted_returns
@@ -20,7 +21,7 @@ from rlvr.rollout import SamplingParams
 from rlvr.rollout.base import Completion
 from rlvr.training.advantages import assign_advantages
 from rlvr.training.batch import RolloutBatch
-from rlvr.training.checkpoint import COMPLETE
+from rlvr.training.checkpoint import COMPLETE, save_checkpoint
 from rlvr.training.teacher import held_out_reverse_kl, load_teacher
 from rlvr.training.trainer import Trainer
 
@@ -180,8 +181,6 @@ def test_a_config_that_reads_no_teacher_or_has_one_nothing_reads_is_refused(fast
 def refusal(fast_config, models, teacher_name: str) -> str:
     cfg = build_config(distill_config(fast_config, models))
     cfg.teacher.name = teacher_name
-    from transformers import AutoTokenizer
-
     with pytest.raises(RlvrError) as raised:
         load_teacher(cfg, AutoTokenizer.from_pretrained(models / "student"), lambda m: m)
     return str(raised.value)
@@ -202,7 +201,7 @@ def test_a_teacher_with_another_vocabulary_is_refused_at_start(fast_config, mode
     assert "the same len(tokenizer) and token -> id map" in message
 
 
-def test_a_checkpoint_a_run_is_still_writing_is_refused(fast_config, models, tmp_path):
+def test_a_checkpoint_a_run_is_still_writing_is_refused_and_a_finished_one_loads(fast_config, models, tmp_path):
     writing = tmp_path / "run" / "checkpoints" / ".tmp-step-0000002"
     shutil.copytree(models / "teacher", writing)
     message = refusal(fast_config, models, str(writing))
@@ -214,6 +213,12 @@ def test_a_checkpoint_a_run_is_still_writing_is_refused(fast_config, models, tmp
     assert f"has no {COMPLETE} marker" in message and "not finished" in message
     message = refusal(fast_config, models, str(tmp_path / "run"))  # the run: no finished checkpoint yet
     assert "without a finished checkpoint yet" in message
+    model = AutoModelForCausalLM.from_pretrained(models / "teacher")
+    save_checkpoint(tmp_path / "run" / "checkpoints", 3, model, AutoTokenizer.from_pretrained(models / "teacher"), {},
+                    keep_last=2)
+    cfg = build_config(distill_config(fast_config, models, teacher={"name": str(tmp_path / "run")}))
+    loaded = load_teacher(cfg, AutoTokenizer.from_pretrained(models / "student"), lambda m: m)  # its newest finished
+    assert all(torch.equal(a, b) for a, b in zip(loaded.model.state_dict().values(), model.state_dict().values()))
 
 
 def test_a_teacher_out_of_memory_names_its_phase(one_rollout, monkeypatch):
