@@ -294,3 +294,24 @@ def test_sft_on_messages_trains_the_assistant_turns_only(smol, tmp_path, fast_co
     saved = load_tokenizer(str(out))
     assert saved.chat_template == tok.chat_template and saved.eos_token == "<|im_end|>"
     assert json.loads((out / "config.json").read_text())["num_hidden_layers"] == 30
+
+
+@pytest.mark.slow  # loads the 135M model a second time (about 20 s on a busy 2-core machine)
+def test_a_gguf_model_is_a_teacher_of_its_own_family(smol, smol_policy):
+    """The packaged GGUF model as teacher.name: loaded through its dequantized directory, accepted for a student of
+    its tokenizer, and scoring a completion exactly as the same weights loaded as the policy do (reverse KL 0)."""
+    from rlvr.rollout.base import Completion
+    from rlvr.training.batch import RolloutBatch
+    from rlvr.training.scoring import batch_logprobs
+    from rlvr.training.teacher import load_teacher
+
+    model, tokenizer = smol_policy
+    cfg = build_config({"model": {"name": SHORT}, "teacher": {"name": SHORT, "device": "cpu"},
+                        "algorithm": {"advantage": "distill"}})
+    teacher = load_teacher(cfg, tokenizer, lambda m: m)
+    ids = tokenizer("58 + 96 = 154", add_special_tokens=False)["input_ids"]
+    completion = Completion(token_ids=ids, text="", logprobs=[0.0] * len(ids), truncated=False)
+    batch = RolloutBatch.from_completions([tokenizer("What is 58 + 96?")["input_ids"]], [[completion]],
+                                          tokenizer.pad_token_id, [{}])
+    torch.testing.assert_close(batch_logprobs(teacher.model, batch, 1.0, False, 1),
+                               batch_logprobs(model, batch, 1.0, False, 1))

@@ -20,8 +20,9 @@ from rlvr.registry import Registry
 
 ADVANTAGES: Registry = Registry("advantage estimator")
 # An estimator is registered with what it reads that only some runs provide, each named as its AdvantageInputs
-# field: "step_rewards" (rewards.step_reward), "tree_paths" (rollout.tree), "roles" (tasks that give roles), e.g.
-# `@ADVANTAGES.register("tree", needs={"tree_paths"})`; the config is checked against them at load.
+# field: "step_rewards" (rewards.step_reward), "tree_paths" (rollout.tree), "roles" (tasks that give roles),
+# "teacher_logprobs" (a `teacher` section), e.g. `@ADVANTAGES.register("tree", needs={"tree_paths"})`; the config is
+# checked against them at load.
 
 
 @dataclass
@@ -39,10 +40,13 @@ class AdvantageInputs:
     step_mask: Tensor | None = None  # [N, C] 1 on the tokens that end a step
     tree_paths: list[tuple[int, ...]] | None = None  # per sample, its path in its group's tree (tree rollouts)
     roles: list[str] | None = None  # per sample, its task and role ('<task label>/<role>'; the label alone without one)
+    logprobs: Tensor | None = None  # [N, C] the student's sampling logprobs of its tokens (0 where mask is 0)
+    teacher_logprobs: Tensor | None = None  # [N, C] the teacher's logprobs of the same tokens (on-policy distillation)
 
 
 def estimator_needs(name: str) -> frozenset[str]:
-    """What advantage estimator `name` reads that only some runs provide ("step_rewards", "tree_paths", "roles"):
+    """What advantage estimator `name` reads that only some runs provide ("step_rewards", "tree_paths", "roles",
+    "teacher_logprobs"):
     the config is checked against it at load, and step rewards are computed only for an estimator that needs
     "step_rewards". An unknown name is a ConfigError naming the registered ones."""
     return ADVANTAGES.needs(name)
@@ -88,12 +92,15 @@ def apply_sign_weights(advantages: Tensor, positive_weight: float, negative_weig
 
 def compute_advantages(inp: AdvantageInputs, cfg: AlgorithmSettings) -> tuple[Tensor, dict | None]:
     """The configured estimator, turn-level credit on the episode rows when `turn_credit` is set (other rows keep
-    the estimator's), then the per-sign weights: the one call the trainer makes. Returns the advantages and the
-    history to pass next step (unchanged for stateless estimators)."""
+    the estimator's), then the per-sign weights, then the teacher's term weighted by `distill_weight` when it is
+    not 0: the one call the trainer makes. Returns the advantages and the history to pass next step (unchanged for
+    stateless estimators)."""
     advantages, history = ADVANTAGES.get(cfg.advantage)(inp, cfg)
     if cfg.turn_credit is not None and inp.turns is not None:
         advantages = apply_turn_credit(advantages, inp.turns, cfg)
     weighted = apply_sign_weights(advantages, cfg.positive_weight, cfg.negative_weight)
+    if cfg.distill_weight:
+        weighted = weighted + cfg.distill_weight * distillation_advantages(inp, cfg.distill_gamma)
     return weighted, (inp.history if history is None else history)
 
 
@@ -152,6 +159,28 @@ def discounted_returns(token_rewards: Tensor, mask: Tensor, gamma: float) -> Ten
         running = torch.where(mask[:, t] > 0, rewards[:, t] + gamma * running, running)
         returns[:, t] = running
     return returns * mask
+
+
+def distillation_advantages(inp: AdvantageInputs, gamma: float) -> Tensor:
+    """On-policy distillation's advantage (Agarwal et al. 2024, "On-Policy Distillation of Language Models: Learning
+    from Self-Generated Mistakes" (GKD); Thinking Machines, "On-Policy Distillation", 2025): the per-token reverse KL
+    to the teacher on the sampled token (k1), negated, as a reward r_t = -(log p_student(y_t) - log p_teacher(y_t)),
+    and its discounted return over the completion's later policy tokens, A_t = sum_{k>=t} gamma^(k-t) r_k
+    (gamma = 0: A_t = r_t, per token, Tinker's default). Only tokens under `mask` count (an episode's environment
+    tokens carry no distillation signal; returns skip them as `discounted_returns` does)."""
+    if inp.logprobs is None or inp.teacher_logprobs is None:
+        raise ValueError("the distillation advantage needs the student's sampling logprobs and the teacher's "
+                         "(AdvantageInputs.logprobs, .teacher_logprobs): set a `teacher` section")
+    rewards = -(inp.logprobs - inp.teacher_logprobs) * inp.mask
+    return rewards if gamma == 0 else discounted_returns(rewards, inp.mask, gamma)
+
+
+@ADVANTAGES.register("distill", needs={"teacher_logprobs"})
+def distill(inp: AdvantageInputs, cfg: AlgorithmSettings) -> tuple[Tensor, None]:
+    """On-policy distillation alone (Agarwal et al. 2024, GKD; Thinking Machines 2025): the teacher's per-token
+    reverse KL on the student's sampled tokens as the advantage, A_t = sum_{k>=t} gamma^(k-t) -(log p_s(y_k) -
+    log p_t(y_k)), gamma = `distill_gamma` (0: per token). The verifier's reward is not read."""
+    return distillation_advantages(inp, cfg.distill_gamma), None
 
 
 @ADVANTAGES.register("reinforce_pp")

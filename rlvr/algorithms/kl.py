@@ -76,3 +76,10 @@ class AdaptiveKLController:
 
     def load_state_dict(self, state: dict[str, float]) -> None:
         self.value = state["value"]
+
+
+def sampled_reverse_kl(student_logprobs: Tensor, teacher_logprobs: Tensor, mask: Tensor) -> float:
+    """The mean per-token reverse KL to the teacher on sampled tokens (k1): mean over `mask` of log p_student -
+    log p_teacher, an unbiased estimate of KL(student || teacher) per token when the tokens are the student's
+    samples (Thinking Machines' 'teacher KL')."""
+    return float(((student_logprobs - teacher_logprobs) * mask).sum() / mask.sum().clamp(min=1))

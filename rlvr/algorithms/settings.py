@@ -27,3 +27,5 @@ class AlgorithmSettings(Protocol):
     turn_gamma: float  # discount per assistant turn of the turn returns
     gigpo_step_weight: float  # GiGPO's omega: weight of the step-level (anchor-state) advantage
     process_outcome_weight: float  # process credit: weight of the outcome score added to the step-reward returns
+    distill_weight: float  # on-policy distillation: weight of the teacher's term added to the estimator's advantage
+    distill_gamma: float  # on-policy distillation: discount of the reverse-KL rewards over later tokens (0: per token)

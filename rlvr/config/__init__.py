@@ -21,7 +21,7 @@ from rlvr.config.loading import (
     resolve_recipe,
     shipped_recipes,
 )
-from rlvr.config.model import LoraSettings, ModelConfig, TinyModelConfig
+from rlvr.config.model import LoraSettings, ModelConfig, TeacherConfig, TinyModelConfig
 from rlvr.config.overrides import Origins, apply_overrides, parse_override, set_value
 from rlvr.config.rewards import (
     PYTHON_CALLABLE,
@@ -46,7 +46,7 @@ __all__ = [
     "AlgorithmConfig", "ArithmeticStepSettings", "HintConfig", "ProcessRewardModelSettings", "StepRewardConfig", "CheckpointConfig", "ClusterConfig", "DataConfig", "DistributedConfig", "EnvConfig",
     "EvalConfig", "JudgeSettings", "LoraSettings", "MlflowSettings", "ModelConfig", "NamedPart", "NoiseCorrectionConfig", "NoiseInjection", "OptimConfig", "Origins",
     "PYTHON_CALLABLE", "RECIPES", "RewardFunctionConfig", "RewardModelSettings", "RewardsConfig", "RlprSettings", "RolloutConfig", "RolloutCorrectionConfig",
-    "RunConfig", "SFTConfig", "SandboxConfig", "Section", "TaskConfig", "TinyModelConfig", "TrackingConfig", "TreeConfig",
+    "RunConfig", "SFTConfig", "SandboxConfig", "Section", "TaskConfig", "TeacherConfig", "TinyModelConfig", "TrackingConfig", "TreeConfig",
     "TrackioSettings", "WandbSettings", "apply_overrides", "build_config", "callable_name", "dump_config",
     "import_plugins", "load_config", "parse_override", "read_yaml", "resolve_recipe", "set_value", "shipped_recipes",
 ]

@@ -96,6 +96,13 @@ class AlgorithmConfig(Section):
     process_outcome_weight: float = Field(1.0, ge=0, description="Process credit (advantage process_min / "
         "process_sum): weight of the sample's outcome score added to every token's return of step rewards "
         "(rewards.step_reward); 0: step rewards alone.")
+    distill_weight: float = Field(0.0, ge=0, description="On-policy distillation added to the estimator's advantage "
+        "(docs/algorithms.md): A += distill_weight * the teacher's per-token term -(log p_student - log p_teacher), "
+        "so the verifier's group advantage and the teacher's judgement of each token train together. Needs a "
+        "`teacher` section; 0: none. advantage=distill is the teacher's term alone.")
+    distill_gamma: float = Field(0.0, ge=0, le=1, description="On-policy distillation: discount of the per-token "
+        "reverse-KL rewards over the completion's later tokens (0: each token's own, Tinker's default; 1: the sum "
+        "of the rest of the completion's).")
     policy_loss: str = Field("ppo_clip", description="A registered policy loss (see `rlvr algorithms`).")
     clip_eps_low: float = Field(0.2, ge=0, description="PPO clip: ratio floor 1 - clip_eps_low.")
     clip_eps_high: float = Field(0.2, ge=0, description="PPO clip: ratio ceiling 1 + clip_eps_high (0.28: DAPO "
@@ -164,6 +171,14 @@ class AlgorithmConfig(Section):
             raise ValueError(f"unknown turn credit '{name}'.{did_you_mean(name, TURN_CREDIT.names())} Available: "
                              f"{', '.join(TURN_CREDIT.names())}")
         return name
+
+    @model_validator(mode="after")
+    def _distill_once(self) -> AlgorithmConfig:
+        if self.distill_weight and self.advantage == "distill":
+            raise ValueError("algorithm.distill_weight adds the teacher's term to an outcome estimator's advantage; "
+                             "with advantage=distill the advantage is that term already. Unset distill_weight, or "
+                             "choose an outcome estimator (e.g. advantage=grpo) to mix the two.")
+        return self
 
     @model_validator(mode="after")
     def _turn_credit_without_kl_reward(self) -> AlgorithmConfig:

@@ -64,3 +64,20 @@ class ModelConfig(Section):
     tiny: TinyModelConfig = TinyModelConfig()
     lora: LoraSettings | None = Field(None, description="Train LoRA adapters only (needs peft); the reference "
                                       "policy is the model with adapters disabled.")
+
+
+class TeacherConfig(Section):
+    """The teacher of on-policy distillation (docs/algorithms.md): a frozen model that scores the student's own
+    sampled tokens, read by advantage=distill or algorithm.distill_weight. It must share the student's tokenizer."""
+
+    name: str = Field(description="Hub name, local HF directory, a .gguf file or a packaged model's short name (as "
+                      "model.name), or a checkpoint of an rlvr run (<output_dir>/checkpoints/step-N; a run's "
+                      "output_dir: its newest finished checkpoint).")
+    gguf_file: str | None = Field(None, description="The .gguf file inside the directory teacher.name (as "
+                                  "model.gguf_file).")
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] | None = Field(
+        None, description="Parameter dtype of the teacher; None: model.dtype.")
+    device: str = Field("policy", pattern=r"^(policy|auto|cpu|cuda(:\d+)?)$", description=(
+        "Where the teacher scores: policy (the policy's device), auto, cpu, cuda or cuda:N (e.g. a second GPU)."))
+    micro_batch_size: int | None = Field(None, gt=0, description="Sequences per teacher forward; None: "
+                                         "optim.micro_batch_size.")

@@ -11,7 +11,7 @@ from rlvr.config.algorithm import AlgorithmConfig, OptimConfig
 from rlvr.config.base import Section
 from rlvr.config.data import DataConfig
 from rlvr.config.implied import implied_settings
-from rlvr.config.model import ModelConfig
+from rlvr.config.model import ModelConfig, TeacherConfig
 from rlvr.config.needs import check_estimator_needs
 from rlvr.config.rewards import RewardsConfig, SandboxConfig
 from rlvr.config.rollout import RolloutConfig
@@ -118,6 +118,9 @@ class RunConfig(Section):
     seed: int = Field(0, description="Seeds model initialisation (tiny), prompt sampling and generation.")
     steps: int = Field(100, gt=0, description="RL steps: each generates, scores and trains on one batch.")
     model: ModelConfig = Field(default_factory=ModelConfig)
+    teacher: TeacherConfig | None = Field(None, description="The teacher of on-policy distillation, scoring the "
+                                          "student's sampled tokens (advantage=distill, algorithm.distill_weight); "
+                                          "None: no teacher.")
     data: DataConfig = Field(default_factory=DataConfig)
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)
     algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig)
@@ -160,8 +163,9 @@ class RunConfig(Section):
 
     @model_validator(mode="after")
     def _estimator_needs_met(self) -> RunConfig:
-        """The estimator's registered needs (step rewards, tree paths, roles) against the settings providing them."""
-        check_estimator_needs(self.algorithm, self.data, self.rollout, self.rewards)
+        """The estimator's registered needs (step rewards, tree paths, roles, a teacher's logprobs) against the
+        settings providing them; a teacher that nothing reads is refused too."""
+        check_estimator_needs(self.algorithm, self.data, self.rollout, self.rewards, self.teacher)
         return self
 
     @model_validator(mode="after")

@@ -48,13 +48,18 @@ def episode_turns(completions: list[Completion], batch: RolloutBatch) -> TurnInp
 
 def assign_advantages(batch: RolloutBatch, a: AlgorithmConfig, labels: list[str], history: dict, kl_coef: float,
                       reference_logprobs: Callable[[RolloutBatch], torch.Tensor],
-                      completions: list[Completion] | None = None) -> dict:
-    """Set `batch.advantages` and `batch.loss_mask` (and `batch.ref_logprobs` when KL is on); returns the
-    estimator's history (DCPO's cumulative statistics). `labels[t]` names task t in the prompts' uids;
-    `completions` (row by row) give the episodes' turns to `algorithm.turn_credit`, their tree paths, and their span
-    rewards (process credit, rlvr.rollout.process_rewards) as the estimator's step_rewards and step_mask."""
+                      completions: list[Completion] | None = None,
+                      teacher_logprobs: Callable[[RolloutBatch], torch.Tensor] | None = None) -> dict:
+    """Set `batch.advantages` and `batch.loss_mask` (and `batch.ref_logprobs` when KL is on, `batch.teacher_logprobs`
+    with a teacher); returns the estimator's history (DCPO's cumulative statistics). `labels[t]` names task t in the
+    prompts' uids; `completions` (row by row) give the episodes' turns to `algorithm.turn_credit`, their tree paths,
+    and their span rewards (process credit, rlvr.rollout.process_rewards) as the estimator's step_rewards and
+    step_mask; `teacher_logprobs` scores the batch under the teacher (on-policy distillation: the student's side is
+    the sampling logprobs, those of the policy that sampled, as verl and Tinker take them)."""
     mask = batch.completion_mask
     spans = span_tensors(completions, mask.shape[1]) if completions else None
+    if teacher_logprobs is not None:
+        batch.teacher_logprobs = teacher_logprobs(batch) * mask
     token_rewards = None
     if a.kl_coef > 0:
         batch.ref_logprobs = reference_logprobs(batch)
@@ -68,7 +73,8 @@ def assign_advantages(batch: RolloutBatch, a: AlgorithmConfig, labels: list[str]
                         token_rewards=token_rewards, history=history,
                         turns=episode_turns(completions, batch) if a.turn_credit and completions else None,
                         step_rewards=spans[0] if spans else None, step_mask=spans[1] if spans else None,
-                        tree_paths=[c.tree_path for c in completions] if completions else None),
+                        tree_paths=[c.tree_path for c in completions] if completions else None,
+                        logprobs=batch.rollout_logprobs * mask, teacher_logprobs=batch.teacher_logprobs),
         a,
     )
     loss_mask = overlong_mask(batch.truncated, mask) if a.mask_truncated else mask

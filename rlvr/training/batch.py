@@ -26,6 +26,7 @@ class RolloutBatch:
     advantages: torch.Tensor | None = None  # [N, C]
     old_logprobs: torch.Tensor | None = None  # [N, C]
     ref_logprobs: torch.Tensor | None = None  # [N, C]
+    teacher_logprobs: torch.Tensor | None = None  # [N, C] under the teacher (on-policy distillation), 0 off the mask
     metadata: list[dict[str, Any]] = field(default_factory=list)
     # Per row, the model inputs of its prompt besides the ids (a vision-language prompt's pixels; the n rows of a
     # group share one dict); None when no prompt has any (text-only).
@@ -58,7 +59,7 @@ class RolloutBatch:
         keep_c = max(1, int(out.attention_mask[:, width_p:].sum(-1).max()))
         first = int(out.attention_mask[:, :width_p].argmax(-1).min()) if width_p else 0
         for name in ("completion_mask", "loss_mask", "rollout_logprobs", "rollout_entropy", "advantages",
-                     "old_logprobs", "ref_logprobs"):
+                     "old_logprobs", "ref_logprobs", "teacher_logprobs"):
             value = getattr(out, name)
             if value is not None:
                 setattr(out, name, value[:, :keep_c])

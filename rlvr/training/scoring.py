@@ -39,3 +39,18 @@ class BatchScorer:
     def finish(self) -> None:
         if self.prefix is not None:
             self.prefix.backward()
+
+
+def batch_logprobs(model, batch: RolloutBatch, temperature: float, share_prompts: bool,
+                   micro_batch_size: int) -> torch.Tensor:
+    """Logprobs [N, C] of every row of `batch` under `model` without gradients, on the model's device, micro-batch
+    by micro-batch (the completion positions' logits only, through rlvr.models.logprobs)."""
+    out = torch.zeros_like(batch.completion_mask)
+    device = next(model.parameters()).device
+    with torch.no_grad():
+        scorer = BatchScorer(model, batch, device, temperature, share_prompts, micro_batch_size, grad=False)
+        for rows in batch.micro_batches(torch.arange(len(batch)), micro_batch_size):
+            mb = batch.select(rows).to(device)
+            logp, _ = scorer(rows, mb)
+            out[rows, : mb.completion_width] = logp.float().cpu()
+    return out

@@ -4,8 +4,12 @@ update (loss, entropy, KL, clip fractions, gradient norm), and on CUDA the memor
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import torch
 
+from rlvr.algorithms.kl import sampled_reverse_kl
 from rlvr.curriculum import CurriculumStats, GroupOutcome, PromptSampler
 from rlvr.rewards.composite import Scored
 from rlvr.tasks import Task
@@ -45,6 +49,8 @@ def rollout_metrics(batch: RolloutBatch, generated: Scored, outcomes: list[Group
             if samples:
                 m[f"source/{task.label}/accuracy"] = sum(sum(o.correct) for o in mine) / samples
                 m[f"source/{task.label}/reward"] = sum(o.mean_reward * len(o.correct) for o in mine) / samples
+    if batch.teacher_logprobs is not None:  # on-policy distillation: how far the samples are from the teacher
+        m["distill/reverse_kl"] = sampled_reverse_kl(batch.rollout_logprobs, batch.teacher_logprobs, batch.completion_mask)
     m.update(sampler.metrics())
     histogram = stats.pass_rate_histogram()
     m["pool/prompts_seen"] = len(stats.prompts)
@@ -76,19 +82,44 @@ def update_metrics(sums: dict[str, float], updates: int, grad_norms: list[float]
 
 class MemoryPeaks:
     """The most CUDA memory allocated in each phase of a step, `perf/<phase>_peak_mem_gib` (verl logs its
-    perf/max_memory_allocated_gb alike); nothing on a CPU."""
+    perf/max_memory_allocated_gb alike), and of a part within a phase on any device (`within`: the teacher's pass,
+    on the policy's GPU or its own); nothing on a CPU."""
 
     def __init__(self, device: torch.device):
         self.device = device if device.type == "cuda" else None
+        self.carried = 0  # bytes: the phase's peak before a part within it reset the counter
+        self.parts: dict[str, float] = {}  # the parts' peaks since the last read, in GiB
 
     def start(self) -> None:
+        self.carried = 0
         if self.device is not None:
             torch.cuda.reset_peak_memory_stats(self.device)
 
     def read(self, phase: str) -> dict[str, float]:
-        """The peak since `start()` or the last `read()`; the next phase starts here."""
+        """The peak since `start()` or the last `read()` (and the parts' peaks measured meanwhile); the next phase
+        starts here."""
+        parts, self.parts = self.parts, {}
         if self.device is None:
-            return {}
-        peak = torch.cuda.max_memory_allocated(self.device) / 2**30
+            return parts
+        peak = max(self.carried, torch.cuda.max_memory_allocated(self.device)) / 2**30
         self.start()
-        return {f"perf/{phase}_peak_mem_gib": peak}
+        return {f"perf/{phase}_peak_mem_gib": peak, **parts}
+
+    @contextlib.contextmanager
+    def within(self, part: str, device: torch.device) -> Iterator[None]:
+        """Measure the peak on `device` (a CUDA device; nothing elsewhere) during the block as
+        `perf/<part>_peak_mem_gib`, returned by the next `read`; the enclosing phase's peak on the policy's device
+        keeps what it reached before the block."""
+        if device.type != "cuda":
+            yield
+            return
+        if device == self.device:
+            self.carried = max(self.carried, torch.cuda.max_memory_allocated(device))
+        torch.cuda.reset_peak_memory_stats(device)
+        try:
+            yield
+        finally:
+            peak = torch.cuda.max_memory_allocated(device)
+            if device == self.device:
+                self.carried = max(self.carried, peak)
+            self.parts[f"perf/{part}_peak_mem_gib"] = peak / 2**30

@@ -83,7 +83,7 @@ from rlvr.training.flat_reward import FlatRewardAlarm
 from rlvr.training.interrupts import StepGivenUp, StopRequests, TrainingInterrupted
 from rlvr.training.parallel import make_parallel, start_processes
 from rlvr.training.resources import checkpoint_bytes, ensure_disk_space
-from rlvr.training.scoring import BatchScorer
+from rlvr.training.scoring import batch_logprobs
 from rlvr.training.setup import (
     check_data_parallel,
     claim_output_dir,
@@ -92,6 +92,7 @@ from rlvr.training.setup import (
     seed_everything,
 )
 from rlvr.training.step_metrics import MemoryPeaks, rollout_metrics, update_metrics
+from rlvr.training.teacher import load_teacher, scoring_out_of_memory
 from rlvr.training.update import (
     LossSetup,
     NonFiniteStreak,
@@ -151,6 +152,9 @@ class Trainer:
             self.ref_model = self.parallel.wrap_frozen(
                 load_model(cfg.model, name=self.initial_model).eval().requires_grad_(False))
         self.kl_control = AdaptiveKLController(a.kl_coef, a.kl_target, a.kl_horizon) if a.kl_target else None
+        # On-policy distillation's teacher (the config refuses one that nothing reads, and a reader without one)
+        self.teacher = load_teacher(cfg, self.tokenizer, self.parallel.wrap_frozen) if cfg.teacher else None
+        self.teacher_logprob_s = 0.0  # this step's seconds in the teacher's logprob pass
         # Whether the policy loss is zero where the advantage is (optim.skip_zero_advantage); probed once
         self.loss_vanishes = vanishes_without_advantage(POLICY_LOSSES.get(a.policy_loss), a)
         limit = prompt_token_limit(cfg.data.max_prompt_tokens, getattr(self.model.config, "max_position_embeddings", None),
@@ -228,6 +232,15 @@ class Trainer:
         finally:
             self.ref_logprob_s += time.perf_counter() - t
 
+    def _teacher_logprobs(self, batch: RolloutBatch) -> torch.Tensor:
+        """The teacher's logprobs of the batch's tokens, its time and memory counted as a phase of their own."""
+        teacher, t = self.teacher, time.perf_counter()
+        try:
+            with self.memory.within("teacher", teacher.device), scoring_out_of_memory(teacher):
+                return self._logprobs(teacher.model, batch, teacher.micro_batch_size, teacher.share_prompts)
+        finally:
+            self.teacher_logprob_s += time.perf_counter() - t
+
     def _initial_model_dir(self) -> str:
         """The starting weights as a directory; a tiny model is built once (by rank 0) and saved beside the run, a
         GGUF model is dequantized once into its cache directory."""
@@ -249,7 +262,7 @@ class Trainer:
 
     def rollout(self) -> tuple[RolloutBatch, dict[str, float]]:
         """One step's samples as a batch with advantages; every generated group feeds the curriculum statistics."""
-        self.ref_logprob_s = 0.0
+        self.ref_logprob_s = self.teacher_logprob_s = 0.0
         step = self.collector.collect(self.step)
         self.last_reward_errors = step.scored.first_errors  # the loop warns once per failing reward
         self.failures.record(len(step.scored.total), step.scored.failures, step.scored.first_errors)
@@ -262,13 +275,16 @@ class Trainer:
         labels = [t.label for t in self.tasks]
         self.advantage_history = assign_advantages(batch, self.cfg.algorithm, labels,
                                                    self.advantage_history, self.kl_coef, self._reference_logprobs,
-                                                   [c for g in trained for c in g.completions])
+                                                   [c for g in trained for c in g.completions],
+                                                   self._teacher_logprobs if self.teacher else None)
         outcomes = self._observe(step.generated, trained, batch)
         metrics = rollout_metrics(batch, step.scored, outcomes, self.params.n, self.tasks, self.stats, self.sampler)
         if self.kl_control is not None:
             metrics["actor/kl_coef"] = self.kl_coef
         if self.ref_logprob_s:
             metrics["perf/ref_logprob_s"] = self.ref_logprob_s
+        if self.teacher_logprob_s:
+            metrics["perf/teacher_logprob_s"] = self.teacher_logprob_s
         metrics.update(step.metrics)
         return batch, metrics
 
@@ -297,20 +313,17 @@ class Trainer:
         groups = shard(len(batch) // self.params.n)
         return torch.arange(groups.start * self.params.n, groups.stop * self.params.n)
 
-    def _logprobs(self, model, batch: RolloutBatch) -> torch.Tensor:
-        """Logprobs of every sample without gradients, micro-batch by micro-batch; each rank computes its own rows
-        and every rank gets them all."""
-        out = torch.zeros_like(batch.completion_mask)
-        device = next(model.parameters()).device
+    def _logprobs(self, model, batch: RolloutBatch, micro_batch_size: int | None = None,
+                  share_prompts: bool | None = None) -> torch.Tensor:
+        """Logprobs of every sample without gradients under `model` (the policy, the reference, the teacher), on its
+        device, micro-batch by micro-batch (default optim.micro_batch_size rows; one prompt forward per group as
+        `share_prompts`, default the policy's); each rank computes its own rows and every rank gets them all."""
         mine = self._my_rows(batch)
-        rows_batch = batch.select(mine)
-        with torch.no_grad():
-            scorer = BatchScorer(model, rows_batch, device, self.cfg.rollout.temperature, self.share_prompts,
-                                 self.cfg.optim.micro_batch_size, grad=False)
-            for rows in rows_batch.micro_batches(torch.arange(len(mine)), self.cfg.optim.micro_batch_size):
-                mb = rows_batch.select(rows).to(device)
-                logp, _ = scorer(rows, mb)
-                out[mine[rows], : mb.completion_width] = logp.float().cpu()
+        out = torch.zeros_like(batch.completion_mask)
+        mine_batch = batch.select(mine)
+        out[mine, : mine_batch.completion_width] = batch_logprobs(
+            model, mine_batch, self.cfg.rollout.temperature, self.share_prompts if share_prompts is None else share_prompts,
+            micro_batch_size or self.cfg.optim.micro_batch_size)
         return all_reduce_tensor(out)
 
     def update(self, batch: RolloutBatch) -> dict[str, float]:

@@ -1,0 +1,222 @@
+"""On-policy distillation against its baselines, from the same student and the same teacher (issue 56).
+
+The student is the base model of recipes/smollm2_addition.yaml; the teacher is a stronger model with its tokenizer
+(e.g. that recipe's trained checkpoint: --teacher runs/smollm2_addition). Four arms, each `--steps` steps of
+prompts_per_step x samples_per_prompt sequences from the student start, per seed:
+
+  rl        GRPO on the verifier alone (the addition recipe)
+  sft       SFT on teacher samples (off-policy distillation): the teacher samples samples_per_prompt completions
+            (temperature 1) for each of the first steps x prompts_per_step training prompts; `rlvr sft` trains on them
+            one batch of prompts_per_step x samples_per_prompt per step, in segments of --eval-every steps, each
+            continued from the last (AdamW's moments restart per segment), so it is evaluated as often as the others
+  distill   on-policy distillation alone (algorithm.advantage=distill)
+  mix       GRPO plus the teacher's term (algorithm.distill_weight=--mix-weight)
+
+Measured: held-out greedy exact accuracy (the task's verifier on eval problems, apart from any training signal)
+against steps and against training seconds (evaluation excluded; the sft arm's seconds include loading and saving
+the model once per segment, and its teacher sampling is reported apart),
+the teacher's own accuracy, and the reverse KL to the teacher on held-out prompts (mean log p_student - log p_teacher
+per sampled token, the student's samples drawn alike for every arm) of the start and of each arm's final model.
+Accuracy at equal wall time is read from each arm's curve at the shortest arm's total seconds.
+
+    python benchmarks/distill.py --teacher runs/smollm2_addition [--seeds 0 1 2] [--steps 30] [--output runs/distill]
+    python benchmarks/distill.py --teacher DIR --steps 2 --eval-every 1 --eval-problems 10 --kl-prompts 4 \\
+        --prompts-per-step 2 --samples 4 --max-new-tokens 48       # a smoke run: minutes on a CPU
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+from rlvr.assembly import build_engine, build_tasks, load_saved_model  # noqa: E402
+from rlvr.config import RunConfig, load_config  # noqa: E402
+from rlvr.quickstart import evaluate_checkpoint  # noqa: E402
+from rlvr.rollout import SamplingParams  # noqa: E402
+from rlvr.training.checkpoint import list_checkpoints  # noqa: E402
+from rlvr.training.sft import run_sft  # noqa: E402
+from rlvr.training.teacher import held_out_reverse_kl, teacher_source  # noqa: E402
+from rlvr.training.trainer import Trainer  # noqa: E402
+
+RECIPE = Path(__file__).resolve().parent.parent / "recipes" / "smollm2_addition.yaml"
+ARMS = ("rl", "sft", "distill", "mix")
+
+
+def base_overrides(args, seed: int, out: Path) -> list[str]:
+    return [f"seed={seed}", f"steps={args.steps}", f"data.prompts_per_step={args.prompts_per_step}",
+            f"rollout.samples_per_prompt={args.samples}", f"rollout.max_new_tokens={args.max_new_tokens}",
+            f"eval.every_steps={args.eval_every}", f"eval.num_problems={args.eval_problems}", "eval.log_completions=0",
+            "checkpoint.every_steps=0", "checkpoint.keep_last=1", "tracking.console=false", "tracking.report=false",
+            "tracking.log_completions_every=0", f"tracking.output_dir={out}"]
+
+
+def arm_overrides(arm: str, teacher: str, mix_weight: float) -> list[str]:
+    return {"rl": ["algorithm.advantage=grpo"],
+            "distill": [f"teacher={{name: '{teacher}'}}", "algorithm.advantage=distill"],
+            "mix": [f"teacher={{name: '{teacher}'}}", "algorithm.advantage=grpo",
+                    f"algorithm.distill_weight={mix_weight}"]}[arm]
+
+
+def curve(run_dir: Path) -> list[dict]:
+    """(step, training seconds so far, held-out accuracy) at each evaluation of a run's metrics.jsonl."""
+    seconds, points = 0.0, []
+    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        seconds += row.get("perf/step_s", 0.0) - row.get("perf/eval_s", 0.0)
+        if row.get("eval/accuracy") is not None:
+            points.append({"step": row["step"], "seconds": round(seconds, 1), "accuracy": row["eval/accuracy"]})
+    return points
+
+
+def rl_arm(cfg: RunConfig) -> tuple[list[dict], str]:
+    Trainer(cfg).fit()
+    out = Path(cfg.tracking.output_dir)
+    return curve(out), str(list_checkpoints(out / "checkpoints")[-1])
+
+
+def teacher_samples(cfg: RunConfig, teacher: str, prompts: int, path: Path) -> float:
+    """samples_per_prompt completions of the teacher (temperature as the recipe) for the first `prompts` training
+    problems, written as SFT pairs to `path`; returns the seconds it took."""
+    t = time.perf_counter()
+    tokenizer, model, encode = load_saved_model(cfg, teacher)
+    engine = build_engine(cfg, model, tokenizer)
+    task = build_tasks(cfg)[0]
+    problems = [task.problem("train", i) for i in range(prompts)]
+    params = SamplingParams(n=cfg.rollout.samples_per_prompt, temperature=cfg.rollout.temperature,
+                            max_new_tokens=cfg.rollout.max_new_tokens)
+    with path.open("w") as f:
+        for start in range(0, len(problems), 8):
+            chunk = problems[start : start + 8]
+            for problem, group in zip(chunk, engine.generate([encode(p.prompt) for p in chunk], params)):
+                for c in group:
+                    f.write(json.dumps({"prompt": problem.prompt, "completion": c.text}) + "\n")
+    return time.perf_counter() - t
+
+
+def sft_arm(args, cfg: RunConfig, teacher: str, out: Path, base: list[str]) -> tuple[list[dict], str, float]:
+    """SFT on teacher samples in segments of eval_every steps, each evaluated; (curve, final model, sampling s)."""
+    out.mkdir(parents=True, exist_ok=True)
+    per_step = args.prompts_per_step * args.samples
+    sampling_s = teacher_samples(cfg, teacher, args.steps * args.prompts_per_step, out / "teacher_samples.jsonl")
+    rows = (out / "teacher_samples.jsonl").read_text().splitlines()
+    model, seconds = cfg.model.name, 0.0
+    points = [{"step": 0, "seconds": 0.0, "accuracy": evaluate_checkpoint(cfg, model, args.eval_problems)}]
+    for first in range(0, args.steps, args.eval_every):
+        steps = min(args.eval_every, args.steps - first)
+        segment = out / f"segment-{first + steps:04d}.jsonl"
+        segment.write_text("\n".join(rows[first * per_step : (first + steps) * per_step]) + "\n")
+        seg_cfg = load_config(RECIPE, [*base, f"model.name={model}", f"sft.data_file={segment}", "sft.epochs=1",
+                                       f"sft.batch_size={per_step}", f"sft.lr={cfg.optim.lr}",
+                                       f"sft.output_dir={out / f'step-{first + steps:04d}'}"])
+        t = time.perf_counter()
+        model = str(run_sft(seg_cfg))
+        seconds += time.perf_counter() - t
+        points.append({"step": first + steps, "seconds": round(seconds, 1),
+                       "accuracy": evaluate_checkpoint(cfg, model, args.eval_problems)})
+    return points, model, sampling_s
+
+
+def reverse_kl_of(cfg: RunConfig, student_dir: str, teacher_model, prompts: list, args) -> float:
+    tokenizer, model, _ = load_saved_model(cfg, student_dir)
+    params = SamplingParams(n=args.samples, temperature=1.0, max_new_tokens=cfg.rollout.max_new_tokens)
+    return held_out_reverse_kl(build_engine(cfg, model, tokenizer), teacher_model, prompts, params,
+                               tokenizer.pad_token_id, seed=10_000)
+
+
+def one_seed(args, seed: int) -> dict:
+    out = Path(args.output) / f"seed{seed}"
+    teacher = teacher_source(args.teacher)
+    base = base_overrides(args, seed, out / "common")
+    cfg = load_config(RECIPE, base)
+    result = {"seed": seed, "teacher": teacher, "curves": {}, "final_model": {}}
+    for arm in args.arms:
+        if arm == "sft":
+            points, final, sampling_s = sft_arm(args, cfg, teacher, out / "sft", base)
+            result["sft_teacher_sampling_s"] = round(sampling_s, 1)
+        else:
+            points, final = rl_arm(load_config(RECIPE, [*base_overrides(args, seed, out / arm),
+                                                        *arm_overrides(arm, teacher, args.mix_weight)]))
+        result["curves"][arm], result["final_model"][arm] = points, final
+    result["teacher_accuracy"] = evaluate_checkpoint(cfg, teacher, args.eval_problems)
+    _, teacher_model, encode = load_saved_model(cfg, teacher)
+    task = build_tasks(cfg)[0]
+    prompts = [encode(task.problem("eval", i).prompt) for i in range(args.kl_prompts)]
+    result["reverse_kl"] = {"start": reverse_kl_of(cfg, cfg.model.name, teacher_model, prompts, args)}
+    for arm, final in result["final_model"].items():
+        result["reverse_kl"][arm] = reverse_kl_of(cfg, final, teacher_model, prompts, args)
+    (out / "result.json").write_text(json.dumps(result, indent=1))
+    return result
+
+
+def at_seconds(points: list[dict], budget: float) -> dict:
+    """The last evaluation within `budget` training seconds."""
+    return [p for p in points if p["seconds"] <= budget + 1e-6][-1]
+
+
+def plot(results: list[dict], path: Path) -> None:
+    fig, (ax_s, ax_t) = plt.subplots(1, 2, figsize=(11, 4.2))
+    colors = dict(zip(ARMS, ("tab:blue", "tab:orange", "tab:green", "tab:red")))
+    for r in results:
+        for arm, points in r["curves"].items():
+            label = arm if r is results[0] else None
+            for ax, x in ((ax_s, "step"), (ax_t, "seconds")):
+                ax.plot([p[x] for p in points], [100 * p["accuracy"] for p in points], marker="o",
+                        color=colors[arm], alpha=0.8, label=label)
+        for ax in (ax_s, ax_t):
+            ax.axhline(100 * r["teacher_accuracy"], color="gray", ls="--", label="teacher" if r is results[0] else None)
+    ax_s.set(xlabel="step", ylabel="held-out greedy accuracy (%)", title="against steps")
+    ax_t.set(xlabel="training seconds (evaluation excluded)", title="against wall time")
+    for ax in (ax_s, ax_t):
+        ax.grid(alpha=0.3)
+        ax.legend(loc="upper left", fontsize="small")
+    fig.suptitle(f"On-policy distillation vs baselines ({len(results)} seed(s))")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--teacher", required=True, help="the teacher: a model directory or a run's output directory")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--arms", nargs="+", choices=ARMS, default=list(ARMS))
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--eval-every", type=int, default=10)
+    parser.add_argument("--eval-problems", type=int, default=100)
+    parser.add_argument("--kl-prompts", type=int, default=20, help="held-out prompts of the reverse KL")
+    parser.add_argument("--prompts-per-step", type=int, default=4)
+    parser.add_argument("--samples", type=int, default=8, help="samples per prompt")
+    parser.add_argument("--max-new-tokens", type=int, default=96)
+    parser.add_argument("--mix-weight", type=float, default=0.5)
+    parser.add_argument("--output", default="runs/distill")
+    args = parser.parse_args()
+    results = [one_seed(args, s) for s in args.seeds]
+    table = Table(title=f"Held-out greedy accuracy after {args.steps} steps, and at equal wall time")
+    for col in ("seed", "arm", "accuracy (equal steps)", "train s", "accuracy (equal time)", "reverse KL to teacher"):
+        table.add_column(col)
+    for r in results:
+        budget = min(points[-1]["seconds"] for points in r["curves"].values())
+        table.add_row(str(r["seed"]), "start", f"{100 * r['curves'][args.arms[0]][0]['accuracy']:.1f}%", "", "",
+                      f"{r['reverse_kl']['start']:.3f}")
+        for arm, points in r["curves"].items():
+            table.add_row("", arm, f"{100 * points[-1]['accuracy']:.1f}%", f"{points[-1]['seconds']:.0f}",
+                          f"{100 * at_seconds(points, budget)['accuracy']:.1f}% ({budget:.0f} s)",
+                          f"{r['reverse_kl'][arm]:.3f}")
+        table.add_row("", "teacher", f"{100 * r['teacher_accuracy']:.1f}%", "", "", "0")
+    Console().print(table)
+    plot(results, Path(args.output) / "distill.png")
+    print(f"plot: {Path(args.output) / 'distill.png'}")
+    print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()
