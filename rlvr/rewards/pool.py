@@ -19,12 +19,13 @@ crashes and replacements are printed as they happen (rate-limited notices, rlvr.
 the watchdog's stall line says what each worker is doing.
 
 The pieces: the messages to and from the workers (rlvr.rewards.messages; the worker's side, rlvr.rewards.worker),
-the worker processes (rlvr.rewards.worker_process), the clocks and the timeout-loop policy
-(rlvr.rewards.deadlines), and what the user is told (rlvr.rewards.notices).
+the worker processes and their clocks (rlvr.rewards.worker_process), what the user is told (rlvr.rewards.notices);
+here, dispatching items and the policy of giving up (a worker's overrun, the timeout loop).
 """
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections import deque
 from collections.abc import Hashable, Iterator, Sequence
@@ -33,14 +34,49 @@ from multiprocessing.connection import wait
 
 from rlvr.cancellation import POLL_S, Cancellation
 from rlvr.rewards import messages
-from rlvr.rewards.deadlines import TimeoutLoop, deadline, load_overrun
-from rlvr.rewards.failures import PoolClosed, RewardLoadError
+from rlvr.rewards.failures import PoolClosed, RewardLoadError, RewardTimeoutLoop
 from rlvr.rewards.messages import RewardLoad, RewardOutcome, RewardRequest, Status, spec_label
 from rlvr.rewards.notices import notice_replaced
 from rlvr.rewards.worker_process import WorkerProcess, Workers
 from rlvr.watchdog import WATCH
 
 __all__ = ["RewardLoad", "RewardOutcome", "RewardPool", "RewardRequest", "spec_label"]
+
+
+class TimeoutLoop:
+    """Stops the run with RewardTimeoutLoop when `max_in_a_row` items of one reward time out (each counted once, at
+    its first attempt) with no item of it finishing in between, naming the reward, the limit and the times measured
+    (0: never)."""
+
+    def __init__(self, max_in_a_row: int, timeout_s: float):
+        self.max_in_a_row, self.timeout_s = max_in_a_row, timeout_s
+        self.timed_out: dict[str, list[float]] = {}  # name -> its timed-out attempts since its last finished item
+        self.item_s: dict[str, deque[float]] = {}  # name -> how long its recent finished items took
+
+    def finished(self, name: str, seconds: float) -> None:
+        self.timed_out.pop(name, None)
+        self.item_s.setdefault(name, deque(maxlen=256)).append(seconds)
+
+    def first_timeout(self, name: str, ran_s: float, load_s: dict[str, float]) -> None:
+        """Count an item's first timed-out attempt; raise when the reward is in a loop (`load_s`: what loading each
+        reward took, for the message)."""
+        if not self.max_in_a_row:
+            return
+        attempts = self.timed_out.setdefault(name, [])
+        attempts.append(ran_s)
+        if len(attempts) >= self.max_in_a_row:
+            raise RewardTimeoutLoop(self.message(name, attempts, load_s))
+
+    def message(self, name: str, attempts: list[float], load_s: dict[str, float]) -> str:
+        finished = self.item_s.get(name)
+        took = (f"; its items that finished took {statistics.median(finished):.2f} s (median), at most "
+                f"{max(finished):.2f} s" if finished else "; none of its items has finished yet")
+        loaded = f"; loading it took {load_s[name]:.1f} s, outside the item limit" if name in load_s else ""
+        return (f"reward {name}: {len(attempts)} items in a row timed out at rewards.timeout_s={self.timeout_s:g} s "
+                f"(stopped after {', '.join(f'{s:.1f}' for s in attempts)} s), with "
+                f"no item of it finishing in between{took}{loaded}. Stopping rather than replacing workers for ever. "
+                f"Raise rewards.timeout_s above what one item takes, or make the reward faster "
+                f"(rewards.max_timeouts_in_a_row={self.max_in_a_row} sets how many such timeouts stop the run).")
 
 
 class RewardPool:
@@ -52,10 +88,10 @@ class RewardPool:
                  max_memory_mb: float = 4096, load_timeout_s: float = 600.0, max_timeouts_in_a_row: int = 4,
                  cancellation: Cancellation | None = None):
         self.num_workers, self.timeout_s, self.chunk_size = num_workers, timeout_s, chunk_size
-        self.load_timeout_s = load_timeout_s
+        self.load_timeout_s, self.max_memory_bytes = load_timeout_s, max_memory_mb * 2**20
         self.cancellation = cancellation if cancellation is not None else Cancellation()
         self.loads: list[RewardLoad] = []
-        self._workers = Workers(max_memory_mb * 2**20)
+        self._workers = Workers()
         self._timeout_loop = TimeoutLoop(max_timeouts_in_a_row, timeout_s)
         self._queue: deque[list[RewardRequest]] = deque()
         self._closed = False
@@ -135,7 +171,7 @@ class RewardPool:
         if worker.reserved:
             chunk, worker.reserved = worker.reserved, []
             worker.send(chunk)
-        elif self._queue and not self._workers.recycled_if_grown(worker):
+        elif self._queue and not self._workers.recycled_if_grown(worker, self.max_memory_bytes):
             worker.send(self._queue.popleft())
 
     def _pump(self, results: dict[Hashable, RewardOutcome], retried: set[Hashable]) -> None:
@@ -145,7 +181,7 @@ class RewardPool:
         for w in self._workers:
             self._feed(w)
         now = time.monotonic()
-        deadlines = [deadline(w, self.timeout_s, self.load_timeout_s) for w in self._workers]
+        deadlines = [w.deadline(self.timeout_s, self.load_timeout_s) for w in self._workers]
         first = min((d for d in deadlines if d is not None), default=now + POLL_S)
         ready = wait([w.conn for w in self._workers], timeout=min(POLL_S, max(0.0, first - now)))
         for w in self._workers:
@@ -158,11 +194,11 @@ class RewardPool:
                 self._handle(w, message, results)
         now = time.monotonic()
         for w in self._workers:
-            limit = deadline(w, self.timeout_s, self.load_timeout_s)
+            limit = w.deadline(self.timeout_s, self.load_timeout_s)
             if limit is None or now <= limit or w.conn in ready:
                 continue
             if w.loading is not None:
-                raise load_overrun(w, self.load_timeout_s)
+                raise w.load_overrun(self.load_timeout_s)
             self._fail_current(w, "timeout", f"no result within {self.timeout_s:g} s", results, retried)
         self.cancellation.check(lambda: f"rewards: {self.describe()}")
 

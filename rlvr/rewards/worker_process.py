@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from multiprocessing.connection import Connection
 
 from rlvr.errors import ConfigError
+from rlvr.rewards.failures import RewardLoadError
 from rlvr.rewards.messages import RewardLoad, RewardRequest, Stop
 from rlvr.rewards.notices import notice_recycled
 
@@ -48,6 +49,19 @@ class WorkerProcess:
     def idle(self) -> bool:
         """Ready for a chunk: loaded, and nothing pending."""
         return self.ready and self.loading is None and not self.pending
+
+    def deadline(self, timeout_s: float, load_timeout_s: float) -> float | None:
+        """When it overruns: its current load's limit, or its current item's; None when it is idle."""
+        if self.loading is not None:
+            return self.since + load_timeout_s
+        if self.pending:
+            return self.last_progress + timeout_s
+        return None
+
+    def load_overrun(self, load_timeout_s: float) -> RewardLoadError:
+        return RewardLoadError(f"reward worker {self.number} did not finish loading {self.loading} within "
+                               f"rewards.load_timeout_s={load_timeout_s:g} s. Raise rewards.load_timeout_s if loading "
+                               "it legitimately takes longer (a large model on a cold machine).")
 
     def resident_bytes(self) -> int:
         """The worker's resident memory (from /proc; 0 where that is not available)."""
@@ -81,10 +95,9 @@ class WorkerProcess:
 
 
 class Workers:
-    """The pool's workers, all loading the same rewards; `max_memory_bytes` is rewards.worker_max_memory_mb."""
+    """The pool's workers, all loading the same rewards."""
 
-    def __init__(self, max_memory_bytes: float):
-        self.max_memory_bytes = max_memory_bytes
+    def __init__(self):
         self.loads: list[RewardLoad] = []
         self.all: list[WorkerProcess] = []
         self.recycled = 0  # workers replaced for their memory
@@ -107,13 +120,14 @@ class Workers:
         self.all[self.all.index(worker)] = fresh
         return fresh
 
-    def recycled_if_grown(self, worker: WorkerProcess) -> bool:
-        """Replace an idle `worker` whose resident memory grew past the limit (a leaking reward); whether it was.
-        A fresh worker already over the limit is a ConfigError: replacing it would start the same one for ever."""
+    def recycled_if_grown(self, worker: WorkerProcess, max_memory_bytes: float) -> bool:
+        """Replace an idle `worker` whose resident memory grew past `max_memory_bytes` (rewards.worker_max_memory_mb:
+        a leaking reward); whether it was. A fresh worker already over the limit is a ConfigError: replacing it
+        would start the same one for ever."""
         held = worker.resident_bytes()
-        if held <= self.max_memory_bytes:
+        if held <= max_memory_bytes:
             return False
-        limit_mb = self.max_memory_bytes / 2**20
+        limit_mb = max_memory_bytes / 2**20
         if not worker.fed:
             raise ConfigError(
                 f"reward worker {worker.number} holds {held / 2**20:.0f} MB right after loading its rewards, "
