@@ -26,6 +26,7 @@ from rlvr.envs.render import ChatRenderer
 from rlvr.envs.task import EnvTask
 from rlvr.errors import DataError, RlvrError
 from rlvr.models.prompts import PromptEncoder
+from rlvr.rollout.agents import AgentRunner
 from rlvr.rollout.base import Completion, RolloutEngine, SamplingParams
 from rlvr.rollout.chat_models import EngineChatModels
 from rlvr.tasks.base import Problem, Task
@@ -95,6 +96,7 @@ class EpisodeRunner:
         self.tokenizer = encode.tokenizer
         self.renderer = ChatRenderer(encode.tokenizer, encode.use_template, encode.system_prompt, encode.template_kwargs)
         self.env_s = 0.0  # seconds in environments (opening, stepping, rendering replies), summed over calls
+        self.agents = AgentRunner(engine, encode, self.renderer)  # environments whose program drives the episode
 
     def generate(self, work: list[tuple[Task | None, Problem]], params: SamplingParams,
                  generators: list[torch.Generator] | None = None, where: str = "problem",
@@ -104,7 +106,8 @@ class EpisodeRunner:
         environment are not encoded again and may name no task (None: a rollout worker holds environment tasks
         only)."""
         plain = [i for i, (task, _) in enumerate(work) if not isinstance(task, EnvTask)]
-        played = [i for i, (task, _) in enumerate(work) if isinstance(task, EnvTask)]
+        driven = [i for i, (task, _) in enumerate(work) if isinstance(task, EnvTask) and task.plays_itself]
+        played = [i for i, (task, _) in enumerate(work) if isinstance(task, EnvTask) and not task.plays_itself]
         prompts: list[list[int]] = [[] for _ in work]
         groups: list[list[Completion]] = [[] for _ in work]
         pick = (lambda rows: [generators[i] for i in rows]) if generators is not None else (lambda rows: None)
@@ -118,6 +121,12 @@ class EpisodeRunner:
         if played:
             opened, episodes = self.play([work[i] for i in played], params, pick(played), where)
             for i, prompt, group in zip(played, opened, episodes):
+                prompts[i], groups[i] = prompt, group
+        if driven:
+            t0 = time.perf_counter()
+            opened, episodes = self.agents.play([work[i] for i in driven], params, pick(driven))
+            self.env_s += time.perf_counter() - t0 - self.agents.metrics.get("agent/engine_s", 0.0)
+            for i, prompt, group in zip(driven, opened, episodes):
                 prompts[i], groups[i] = prompt, group
         return prompts, groups
 
