@@ -10,7 +10,7 @@ starts a new segment, rendered whole.
 
 What is trained: an episode's last segment (the one that holds the answer its reward judges), as one sample with the
 episode's reward: its sampled tokens in the loss, its inserted messages masked. Earlier segments are recorded and
-counted (`agent/segments`), not trained: their tokens were sampled from prompts the last segment does not contain.
+counted (the episode metric `segments`, logged as reward/verifier/segments), not trained: their tokens were sampled from prompts the last segment does not contain.
 """
 
 from __future__ import annotations

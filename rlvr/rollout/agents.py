@@ -61,7 +61,8 @@ class AgentRunner:
     def __init__(self, engine: RolloutEngine, encode: PromptEncoder, renderer: ChatRenderer):
         self.engine, self.encode, self.renderer = engine, encode, renderer
         self.version = 0  # the policy version recorded with each call
-        self.metrics: dict[str, float] = {}  # the last play's endpoint metrics (agent/...)
+        self.wait_s = 0.005  # the call batcher waits this long for another call (rlvr.rollout.call_batcher)
+        self.metrics: dict[str, float] = {}  # the last play's endpoint metrics (endpoint/...)
 
     def play(self, work: list[tuple[Any, Problem]], params: SamplingParams,
              generators: list[torch.Generator] | None = None) -> tuple[list[list[int]], list[list[Any]]]:
@@ -69,7 +70,7 @@ class AgentRunner:
         programs = [task.make_envs(problem, params.n) for task, problem in work]
         first = programs[0][0]
         limits = Limits(first.model_name, params.max_new_tokens, params.temperature, params.top_p, params.top_k)
-        endpoint = ChatEndpoint(self.engine, self.renderer, limits,
+        endpoint = ChatEndpoint(self.engine, self.renderer, limits, wait_s=self.wait_s,
                                 call_timeout_s=max(p.call_timeout_s for group in programs for p in group))
         endpoint.version = self.version
         runs: list[list[_Run]] = []

@@ -4,7 +4,7 @@ Each call (prompt ids, sampling parameters, its episode's generator) is queued w
 first pending call, then keeps collecting while calls keep coming (until none came for `wait_s`, a few
 milliseconds, or `max_wait_s` after the first) or until the batch holds `batch_size` sequences, and calls the engine once per set of equal sampling parameters among them (the engine takes one set per
 call); each call's future gets its n completions. The engine is used by this thread alone while it runs. The sizes of
-the engine calls (calls and sequences) are kept for the metrics (`agent/batch_calls_mean`, ...).
+the engine calls (calls and sequences) are kept for the metrics (`endpoint/batch_calls_mean`, ...).
 """
 
 from __future__ import annotations
@@ -101,8 +101,8 @@ class CallBatcher:
         """Engine calls made and their mean and largest sizes (calls, sequences)."""
         if not self.batch_calls:
             return {}
-        return {"agent/engine_calls": float(len(self.batch_calls)),
-                "agent/batch_calls_mean": sum(self.batch_calls) / len(self.batch_calls),
-                "agent/batch_calls_max": float(max(self.batch_calls)),
-                "agent/batch_sequences_mean": sum(self.batch_sequences) / len(self.batch_sequences),
-                "agent/engine_s": self.engine_s}
+        return {"endpoint/engine_calls": float(len(self.batch_calls)),
+                "endpoint/batch_calls_mean": sum(self.batch_calls) / len(self.batch_calls),
+                "endpoint/batch_calls_max": float(max(self.batch_calls)),
+                "endpoint/batch_sequences_mean": sum(self.batch_sequences) / len(self.batch_sequences),
+                "endpoint/engine_s": self.engine_s}

@@ -172,5 +172,5 @@ class ChatEndpoint:
         """Calls answered, their mean latency, and the batcher's engine-call sizes."""
         out = self.batcher.metrics()
         if self.calls:
-            out.update({"agent/calls": float(self.calls), "agent/call_ms_mean": 1000 * self.call_s / self.calls})
+            out.update({"endpoint/calls": float(self.calls), "endpoint/call_ms_mean": 1000 * self.call_s / self.calls})
         return out

@@ -125,7 +125,7 @@ class EpisodeRunner:
         if driven:
             t0 = time.perf_counter()
             opened, episodes = self.agents.play([work[i] for i in driven], params, pick(driven))
-            self.env_s += time.perf_counter() - t0 - self.agents.metrics.get("agent/engine_s", 0.0)
+            self.env_s += time.perf_counter() - t0 - self.agents.metrics.get("endpoint/engine_s", 0.0)
             for i, prompt, group in zip(driven, opened, episodes):
                 prompts[i], groups[i] = prompt, group
         return prompts, groups
