@@ -10,13 +10,14 @@ import time
 import pytest
 import torch
 from conftest import assert_policy_runs_were_sampled
-from test_episodes import CHATML, RecordingEngine, chat_policy, chat_tokenizer  # noqa: F401 (fixture)
+from test_episodes import CHATML, RecordingEngine, chat_tokenizer
 
-from rlvr.config import EnvConfig, RunConfig
+from rlvr.config import EnvConfig, RunConfig, TinyModelConfig
 from rlvr.envs.base import episode_verdict
 from rlvr.envs.render import ChatRenderer
 from rlvr.envs.task import EnvTask
 from rlvr.errors import RlvrError
+from rlvr.models.loading import build_tiny_model
 from rlvr.models.logprobs import completion_logprobs
 from rlvr.models.prompts import PromptEncoder
 from rlvr.rollout import SamplingParams, group_generator
@@ -30,6 +31,15 @@ openai = pytest.importorskip("openai", reason="the agents extra: pip install 'rl
 
 ADD = {"type": "function", "function": {"name": "add", "description": "Add two numbers.", "parameters": {
     "type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}, "required": ["a", "b"]}}}
+
+
+@pytest.fixture(scope="module")
+def policy():
+    """A tiny policy whose tokenizer has a ChatML template."""
+    tok = chat_tokenizer()
+    torch.manual_seed(0)
+    model = build_tiny_model(TinyModelConfig(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64), tok, 0)
+    return model.eval(), tok
 
 
 def agent_task(function, label=None, **args) -> EnvTask:
@@ -56,8 +66,8 @@ def two_turns(client, row):
     return {"reward": float(len(second.choices[0].message.content or "") % 2), "length": 3.0}
 
 
-def test_agent_calls_are_captured_token_exact_and_batched(chat_policy):
-    model, tok = chat_policy
+def test_agent_calls_are_captured_token_exact_and_batched(policy):
+    model, tok = policy
     task = agent_task(two_turns)
     engine, runner, prompts, groups = run_agents(model, tok, [(task, task.problem("train", i)) for i in range(3)])
     sampled: dict[tuple[int, ...], list[list[int]]] = {}
@@ -92,8 +102,8 @@ def rewrites_history(client, row):
     return 1.0 if second.choices[0].message.content else 0.0
 
 
-def test_a_rewritten_history_starts_a_new_segment_and_the_last_one_is_trained(chat_policy):
-    model, tok = chat_policy
+def test_a_rewritten_history_starts_a_new_segment_and_the_last_one_is_trained(policy):
+    model, tok = policy
     task = agent_task(rewrites_history)
     engine, runner, prompts, groups = run_agents(model, tok, [(task, task.problem("train", 0))], n=2)
     problem = task.problem("train", 0)
@@ -130,8 +140,8 @@ def failing_agent(kind):
     return agent
 
 
-def test_failed_episodes_carry_their_errors_and_the_others_go_on(chat_policy):
-    model, tok = chat_policy
+def test_failed_episodes_carry_their_errors_and_the_others_go_on(policy):
+    model, tok = policy
     kinds = {"raises": "ValueError: the agent's own bug", "hangs": "did not finish within episode_timeout_s=1",
              "never calls": "never called the model", "garbage": "returned 'garbage' (str)",
              "bad model": "The model 'gpt-4o' does not exist here; this endpoint serves 'policy'",
@@ -155,8 +165,8 @@ def test_failed_episodes_carry_their_errors_and_the_others_go_on(chat_policy):
             episode_verdict("", "", **e.fields)  # the verifier's error: counted by the failure budget
 
 
-def test_a_port_in_use_is_a_clear_error(chat_policy):
-    model, tok = chat_policy
+def test_a_port_in_use_is_a_clear_error(policy):
+    model, tok = policy
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         port = taken.getsockname()[1]
@@ -181,12 +191,12 @@ def test_tool_calls_are_parsed_and_rendered_in_the_hermes_format():
     assert messages[2]["content"] == '<tool_call>\n{"name": "add", "arguments": {"a": 2, "b": 3}}\n</tool_call>'
 
 
-def test_rlvr_serve_answers_chat_completions_with_tools_from_a_checkpoint(chat_policy, tmp_path):
+def test_rlvr_serve_answers_chat_completions_with_tools_from_a_checkpoint(policy, tmp_path):
     from rlvr.cli.main import build_parser, parse_args
     from rlvr.cli.serve import start_server
     from rlvr.models.loading import save_pretrained
 
-    model, tok = chat_policy
+    model, tok = policy
     save_pretrained(model, tok, tmp_path / "ckpt")
     args = parse_args(build_parser(), ["serve", str(tmp_path / "ckpt"), "--port", "0", "--name", "tiny"])
     assert (args.port, args.name) == (0, "tiny")
@@ -218,11 +228,11 @@ def agent(client, row):
 '''
 
 
-def test_native_environments_and_agent_programs_train_in_one_mixture(fast_config, chat_policy, tmp_path):
+def test_native_environments_and_agent_programs_train_in_one_mixture(fast_config, policy, tmp_path):
     from rlvr.models.loading import save_pretrained
     from rlvr.training.trainer import Trainer
 
-    model, tok = chat_policy
+    model, tok = policy
     save_pretrained(model, tok, tmp_path / "chat")
     (tmp_path / "agents.py").write_text(AGENT_FILE)
     arithmetic = {"name": "arithmetic", "args": {"max_operand": 9, "eval_size": 10}}

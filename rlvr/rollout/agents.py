@@ -26,7 +26,7 @@ from rlvr.envs.agent import AgentProgram
 from rlvr.envs.render import ChatRenderer
 from rlvr.errors import RlvrError
 from rlvr.models.prompts import PromptEncoder
-from rlvr.rollout.base import RolloutEngine, SamplingParams
+from rlvr.rollout.base import Episode, RolloutEngine, SamplingParams
 from rlvr.rollout.chat_endpoint import ChatEndpoint
 from rlvr.rollout.openai_format import Limits
 from rlvr.tasks.base import Problem
@@ -130,8 +130,6 @@ class AgentRunner:
                                 f"{run.program.episode_timeout_s:g} s (abandoned)"
 
     def _samples(self, work, runs: list[list[_Run]], traces) -> tuple[list[list[int]], list[list[Any]]]:
-        from rlvr.rollout.episodes import Episode
-
         prompts, groups = [], []
         for (task, problem), group, group_traces in zip(work, runs, traces):
             segments = [trace.trained_segment() for trace in group_traces]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
 
@@ -67,6 +67,22 @@ class Completion:
         """What every reward function is handed about this completion besides its text."""
         return {"completion_tokens": self.policy_tokens, "truncated": self.truncated, "max_new_tokens": max_new_tokens,
                 **self.fields}
+
+
+@dataclass
+class Episode(Completion):
+    """A finished episode. `text` is the environment's view of the answer: the last assistant turn's text."""
+
+    messages: list[dict[str, Any]] = field(default_factory=list)  # after the opening: assistant turns and replies
+    turns: int = 0  # assistant turns
+    reward: float = 0.0  # by the task's env.reward rule
+    success: bool = False
+    # Per assistant turn (for turn-level credit, rlvr.algorithms.turn_credit): where its tokens start in token_ids,
+    # the turn reward the episode reward counts for it (the outcome is not in it), and its anchor state: the
+    # environment's observation it answers (the opening for the first turn, the environment's reply after).
+    turn_starts: list[int] = field(default_factory=list)
+    turn_rewards: list[float] = field(default_factory=list)
+    anchors: list[str] = field(default_factory=list)
 
 
 class RolloutEngine(Protocol):

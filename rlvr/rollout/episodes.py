@@ -27,26 +27,10 @@ from rlvr.envs.task import EnvTask
 from rlvr.errors import DataError, RlvrError
 from rlvr.models.prompts import PromptEncoder
 from rlvr.rollout.agents import AgentRunner
-from rlvr.rollout.base import Completion, RolloutEngine, SamplingParams
+from rlvr.rollout.base import Completion, Episode, RolloutEngine, SamplingParams
 from rlvr.rollout.chat_models import EngineChatModels
 from rlvr.tasks.base import Problem, Task
 from rlvr.watchdog import WATCH
-
-
-@dataclass
-class Episode(Completion):
-    """A finished episode. `text` is the environment's view of the answer: the last assistant turn's text."""
-
-    messages: list[Message] = field(default_factory=list)  # after the opening: assistant turns and replies
-    turns: int = 0  # assistant turns
-    reward: float = 0.0  # by the task's env.reward rule
-    success: bool = False
-    # Per assistant turn (for turn-level credit, rlvr.algorithms.turn_credit): where its tokens start in token_ids,
-    # the turn reward the episode reward counts for it (the outcome is not in it), and its anchor state: the
-    # environment's observation it answers (the opening for the first turn, the environment's reply after).
-    turn_starts: list[int] = field(default_factory=list)
-    turn_rewards: list[float] = field(default_factory=list)
-    anchors: list[str] = field(default_factory=list)
 
 
 @dataclass
