@@ -248,3 +248,23 @@ def test_native_environments_and_agent_programs_train_in_one_mixture(fast_config
         assert row["endpoint/calls"] > 0 and row["endpoint/calls"] % 4 == 0  # four episodes a prompt, a call each
     completions = [json.loads(line) for line in open(tmp_path / "run" / "completions.jsonl")]
     assert {c["task"] for c in completions} == {"native", "agent"}
+
+
+def test_the_documented_agent_program_runs_as_written(policy, tmp_path):
+    import re
+    from pathlib import Path
+
+    import yaml
+
+    section = (Path(__file__).parents[1] / "docs" / "environments.md").read_text().split(
+        "## Your own agent program")[1]
+    code, config = re.findall(r"```(?:python|yaml)\n(.*?)```", section, re.DOTALL)[:2]
+    (tmp_path / "calculator_agent.py").write_text(code)
+    entry = yaml.safe_load(config)["data"]["tasks"][0]
+    entry["env"]["args"]["function"] = f"{tmp_path / 'calculator_agent.py'}:agent"
+    task = EnvTask(make_task(entry["name"], 0, {"max_operand": 9, "eval_size": 10}), EnvConfig(**entry["env"]))
+    model, tok = policy
+    _, _, _, groups = run_agents(model, tok, [(task, task.problem("train", 0))], n=2)
+    for e in groups[0]:
+        assert "episode_error" not in e.fields, e.fields
+        assert e.fields["episode_reward"] in (0.0, 1.0) and e.turns >= 1
