@@ -22,6 +22,9 @@ from rlvr.envs.base import ENVIRONMENTS, ChatModels
 from rlvr.errors import ConfigError, RlvrError
 from rlvr.tasks.base import Problem, Task
 
+# An episode's key in a header, for clients whose API key is not the episode's (verifiers' relay sends its own).
+EPISODE_HEADER = "X-Rlvr-Episode"
+
 
 def _function(spec: Any, key: str) -> Callable:
     from rlvr.rewards.loading import resolve_function

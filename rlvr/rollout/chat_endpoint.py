@@ -3,7 +3,7 @@
 `POST /v1/chat/completions` and `GET /v1/models` (FastAPI, served by uvicorn in a thread). A call is checked
 (rlvr.rollout.openai_format: a bad model name or an unsupported parameter is an OpenAI-style error response the
 client sees), rendered token-exact into its episode's trace (rlvr.rollout.agent_trace; the episode is the API key
-the run handed it), queued to the call batcher (rlvr.rollout.call_batcher: calls of many episodes in one engine
+the run handed it, or the `X-Rlvr-Episode` header), queued to the call batcher (rlvr.rollout.call_batcher: calls of many episodes in one engine
 batch) and answered with its choices, tool calls and logprobs. While training (`episodes` given), a key the run did
 not hand out is refused; standalone (`rlvr serve`) any key is served and calls are not recorded.
 """
@@ -19,12 +19,13 @@ from typing import Any
 
 import torch
 
+from rlvr.envs.agent import EPISODE_HEADER
 from rlvr.envs.render import ChatRenderer
 from rlvr.errors import RlvrError
 from rlvr.rollout.agent_trace import EpisodeTrace
 from rlvr.rollout.base import RolloutEngine
 from rlvr.rollout.call_batcher import CallBatcher
-from rlvr.rollout.openai_format import APIError, Limits, assistant_message, choice, parse_request
+from rlvr.rollout.openai_format import APIError, Limits, assistant_message, choice, parse_request, stream_events
 from rlvr.watchdog import WATCH
 
 
@@ -81,7 +82,7 @@ class ChatEndpoint:
 
     def app(self):
         from fastapi import FastAPI, Request
-        from fastapi.responses import JSONResponse
+        from fastapi.responses import JSONResponse, StreamingResponse
 
         app = FastAPI(title="rlvr policy endpoint")
 
@@ -97,8 +98,13 @@ class ChatEndpoint:
                     body = await request.json()
                 except ValueError:
                     raise APIError(400, "The request body is not valid JSON.") from None
-                key = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
-                return await self.complete(body, key)
+                key = request.headers.get(EPISODE_HEADER) or \
+                    request.headers.get("authorization", "").removeprefix("Bearer ").strip()
+                response = await self.complete(body, key)
+                if body.get("stream"):
+                    usage = bool((body.get("stream_options") or {}).get("include_usage"))
+                    return StreamingResponse(stream_events(response, usage), media_type="text/event-stream")
+                return response
             except APIError as e:
                 return JSONResponse(e.body(), status_code=e.status)
 

@@ -1,5 +1,6 @@
 """The OpenAI chat-completions wire format: requests checked into sampling parameters, messages rendered through the
-chat template with their tools, sampled completions answered as choices with `tool_calls` and `logprobs`.
+chat template with their tools, sampled completions answered as choices with `tool_calls` and `logprobs`
+(a streamed call, `stream: true`, gets the whole completion as server-sent events).
 
 Tools: the request's `tools` go to the template (`apply_chat_template(tools=...)`) when it renders them; a template
 without tools (SmolLM2's, ChatML) gets them in the system message in the Hermes format, and the model calls a tool
@@ -14,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,9 +24,9 @@ from rlvr.rollout.base import Completion, SamplingParams
 
 # Request fields the endpoint honours; any other field set to a value other than its default is refused.
 SUPPORTED = {"model", "messages", "tools", "tool_choice", "n", "temperature", "top_p", "max_tokens",
-             "max_completion_tokens", "stop", "logprobs", "seed", "user", "stream", "parallel_tool_calls",
-             "top_logprobs"}
-NEUTRAL = {"frequency_penalty": 0, "presence_penalty": 0, "stream_options": None, "metadata": None, "store": False}
+             "max_completion_tokens", "stop", "logprobs", "seed", "user", "stream", "stream_options",
+             "parallel_tool_calls", "top_logprobs"}
+NEUTRAL = {"frequency_penalty": 0, "presence_penalty": 0, "metadata": None, "store": False}
 HERMES_TOOLS = (
     "You may call one or more functions to assist with the user query. The function signatures are within "
     "<tools></tools> XML tags:\n<tools>\n{tools}\n</tools>\n\nFor each function call, return a json object with the "
@@ -137,9 +139,6 @@ def parse_request(body: Any, limits: Limits) -> ChatRequest:
         if name not in SUPPORTED and NEUTRAL.get(name, "unset") != value:
             raise APIError(400, f"'{name}' is not supported by this endpoint (it supports "
                                 f"{', '.join(sorted(SUPPORTED))}).", name, "unsupported_parameter")
-    if body.get("stream"):
-        raise APIError(400, "'stream': true is not supported; ask for the whole completion.", "stream",
-                       "unsupported_value")
     if body.get("top_logprobs"):
         raise APIError(400, "'top_logprobs' is not supported (the sampled token's logprob is: 'logprobs': true).",
                        "top_logprobs", "unsupported_value")
@@ -222,6 +221,24 @@ def choice(index: int, completion: Completion, message: dict[str, Any], logprobs
             {"token": tokenizer.decode([t]), "logprob": lp, "bytes": list(tokenizer.decode([t]).encode()),
              "top_logprobs": []} for t, lp in zip(completion.token_ids, completion.logprobs)]}
     return out
+
+
+def stream_events(response: dict[str, Any], include_usage: bool) -> Iterator[str]:
+    """A whole chat.completion as the server-sent events of a streamed one (`stream: true`): each choice's message in
+    one delta, then its finish reason, the usage when asked (`stream_options.include_usage`), then [DONE]. The
+    completion is sampled whole before the first event (a streamed call gets no earlier tokens)."""
+    head = {k: response[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
+    for c in response["choices"]:
+        delta = {k: v for k, v in c["message"].items() if v is not None}
+        if "tool_calls" in delta:
+            delta["tool_calls"] = [{"index": i, **call} for i, call in enumerate(delta["tool_calls"])]
+        first = {"index": c["index"], "delta": delta, "finish_reason": None, "logprobs": c["logprobs"]}
+        last = {"index": c["index"], "delta": {}, "finish_reason": c["finish_reason"], "logprobs": None}
+        for part in (first, last):
+            yield f"data: {json.dumps(head | {'choices': [part]})}\n\n"
+    if include_usage:
+        yield f"data: {json.dumps(head | {'choices': [], 'usage': response['usage']})}\n\n"
+    yield "data: [DONE]\n\n"
 
 
 def same_message(sent: dict[str, Any], returned: dict[str, Any]) -> bool:
