@@ -50,7 +50,7 @@ def agent_task(function, label=None, **args) -> EnvTask:
 def run_agents(model, tok, tasks_and_problems, n=4, max_new=5, wait_s=0.05):
     engine = RecordingEngine(model, tok)
     runner = EpisodeRunner(engine, PromptEncoder(tok))
-    runner.agents.wait_s = wait_s
+    runner.agents.wait_s, runner.agents.version = wait_s, 7
     gens = [group_generator(torch.device("cpu"), 0, i) for i in range(len(tasks_and_problems))]
     prompts, groups = runner.generate(tasks_and_problems, SamplingParams(n=n, max_new_tokens=max_new), gens)
     return engine, runner, prompts, groups
@@ -83,6 +83,10 @@ def test_agent_calls_are_captured_token_exact_and_batched(policy):
             assert_policy_runs_were_sampled(prompt, e.token_ids, e.policy_mask, sampled)
             assert any(not m for m in e.policy_mask) and sum(e.policy_mask) > 0
             assert "Incorrect. Try again." in tok.decode([t for t, m in zip(e.token_ids, e.policy_mask) if not m])
+            # every call recorded: its prompt, what the engine sampled for it, the policy version
+            assert len(e.calls) == 2 and all(c.version == 7 for c in e.calls)
+            for call in e.calls:
+                assert all(c.token_ids in sampled[tuple(call.prompt_ids)] for c in call.completions)
     # 12 episodes' first calls in one engine batch (the batcher waits for calls while they keep coming)
     metrics = runner.agents.metrics
     assert metrics["endpoint/calls"] == 24 and metrics["endpoint/batch_calls_max"] >= 6
@@ -215,6 +219,11 @@ def test_rlvr_serve_answers_chat_completions_with_tools_from_a_checkpoint(policy
             {"id": "c1", "type": "function", "function": {"name": "add", "arguments": '{"a": 2, "b": 3}'}}]},
                               {"role": "tool", "tool_call_id": "c1", "content": "5"}]
         assert client.chat.completions.create(model="tiny", messages=history, tools=[ADD]).choices
+        streamed = list(client.chat.completions.create(model="tiny", messages=messages, max_tokens=4, seed=1,
+                                                       stream=True, stream_options={"include_usage": True}))
+        assert "".join(c.choices[0].delta.content or "" for c in streamed if c.choices) == \
+            plain.choices[0].message.content  # the same seed: the same completion, as server-sent events
+        assert streamed[-1].usage.completion_tokens == plain.usage.completion_tokens
         with pytest.raises(openai.BadRequestError, match="'max_tokens' must be a int in"):
             client.chat.completions.create(model="tiny", messages=messages, max_tokens=1000)
     finally:

@@ -161,7 +161,7 @@ class AgentRunner:
                     fields["episode_error"] = f"Agent episode of task {task.label}, problem {problem.uid}: {error}"
                 episodes.append(Episode(token_ids=ids, text=answer, logprobs=logprobs, truncated=truncated,
                                         policy_mask=policy, fields=fields, messages=messages, turns=turns,
-                                        reward=reward, success=success))
+                                        reward=reward, success=success, calls=trace.calls))
             prompts.append(prompt)
             groups.append(episodes)
         return prompts, groups

@@ -83,6 +83,9 @@ class Episode(Completion):
     turn_starts: list[int] = field(default_factory=list)
     turn_rewards: list[float] = field(default_factory=list)
     anchors: list[str] = field(default_factory=list)
+    # An agent episode's model calls as the endpoint recorded them (rlvr.rollout.agent_trace.CallRecord: prompt ids,
+    # each choice's completion ids and logprobs, the policy version), earlier segments' included
+    calls: list[Any] = field(default_factory=list)
 
 
 class RolloutEngine(Protocol):
