@@ -10,14 +10,13 @@ import time
 import pytest
 import torch
 from conftest import assert_policy_runs_were_sampled
-from test_episodes import CHATML, RecordingEngine, chat_tokenizer
+from test_episodes import CHATML, RecordingEngine, tiny_chat_policy
 
-from rlvr.config import EnvConfig, RunConfig, TinyModelConfig
+from rlvr.config import EnvConfig, RunConfig
 from rlvr.envs.base import episode_verdict
 from rlvr.envs.render import ChatRenderer
 from rlvr.envs.task import EnvTask
 from rlvr.errors import RlvrError
-from rlvr.models.loading import build_tiny_model
 from rlvr.models.logprobs import completion_logprobs
 from rlvr.models.prompts import PromptEncoder
 from rlvr.rollout import SamplingParams, group_generator
@@ -35,11 +34,7 @@ ADD = {"type": "function", "function": {"name": "add", "description": "Add two n
 
 @pytest.fixture(scope="module")
 def policy():
-    """A tiny policy whose tokenizer has a ChatML template."""
-    tok = chat_tokenizer()
-    torch.manual_seed(0)
-    model = build_tiny_model(TinyModelConfig(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64), tok, 0)
-    return model.eval(), tok
+    return tiny_chat_policy()
 
 
 def agent_task(function, label=None, **args) -> EnvTask:

@@ -7,13 +7,11 @@ import re
 from pathlib import Path
 
 import pytest
-import torch
-from test_episodes import RecordingEngine, chat_tokenizer
+from test_episodes import RecordingEngine, tiny_chat_policy
 
-from rlvr.config import TaskConfig, TinyModelConfig
+from rlvr.config import TaskConfig
 from rlvr.envs import make_tasks
 from rlvr.errors import ConfigError
-from rlvr.models.loading import build_tiny_model
 from rlvr.models.prompts import PromptEncoder
 from rlvr.rollout import SamplingParams
 from rlvr.rollout.episodes import EpisodeRunner
@@ -34,12 +32,10 @@ def say_taskset(tmp_path, monkeypatch):
 
 
 def test_a_verifiers_taskset_trains_through_the_endpoint_with_its_rewards_as_terms(say_taskset):
-    tok = chat_tokenizer()
-    torch.manual_seed(0)
-    model = build_tiny_model(TinyModelConfig(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64), tok, 0)
+    model, tok = tiny_chat_policy()
     [task] = make_tasks([TaskConfig(name="verifiers", args={"taskset": say_taskset, "eval_size": 1})], 0)
     assert (task.size("train"), task.size("eval"), task.problem("eval", 0).answer) == (19, 1, "19")
-    engine = RecordingEngine(model.eval(), tok)
+    engine = RecordingEngine(model, tok)
     runner = EpisodeRunner(engine, PromptEncoder(tok))
     prompts, groups = runner.generate([(task, task.problem("train", 0))], SamplingParams(n=2, max_new_tokens=6))
     sampled = [c for _, outs in engine.calls for group in outs for c in group]

@@ -27,17 +27,14 @@ EPISODE_HEADER = "X-Rlvr-Episode"
 
 
 def _function(spec: Any, key: str) -> Callable:
-    from rlvr.rewards.loading import resolve_function
+    from rlvr.rewards.loading import resolve_setting
 
     if callable(spec):
         return spec
     if not isinstance(spec, str) or ":" not in spec:
         raise ConfigError(f"data.tasks[].env.args.{key} must name a function as 'package.module:function' or "
                           f"'path/file.py:function'; got {spec!r}.")
-    try:
-        return resolve_function(spec)
-    except ConfigError as e:
-        raise ConfigError(f"data.tasks[].env.args.{key}: {e}") from None
+    return resolve_setting(spec, f"data.tasks[].env.args.{key}")
 
 
 @ENVIRONMENTS.register("agent")
