@@ -47,17 +47,20 @@ class Segment:
     ids: list[int] = field(default_factory=list)
     policy: list[bool] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
+    entropies: list[float] = field(default_factory=list)  # of sampled tokens when the run asks (0 elsewhere)
     last: CallRecord | None = None  # its latest call, whose chosen turn is not appended yet
     turns: int = 0
     truncated: bool = False
 
-    def append(self, ids: list[int], policy: bool, logprobs: list[float] | None = None) -> None:
+    def append(self, ids: list[int], policy: bool, logprobs: list[float] | None = None,
+               entropies: list[float] | None = None) -> None:
         self.ids += ids
         self.policy += [policy] * len(ids)
         self.logprobs += logprobs if logprobs is not None else [0.0] * len(ids)
+        self.entropies += entropies if entropies else [0.0] * len(ids)
 
     def take_turn(self, completion: Completion) -> None:
-        self.append(completion.token_ids, True, completion.logprobs)
+        self.append(completion.token_ids, True, completion.logprobs, completion.entropies)
         self.turns += 1
         self.truncated = completion.truncated
 

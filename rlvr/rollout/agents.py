@@ -69,7 +69,8 @@ class AgentRunner:
         """`params.n` episodes of each (agent task, problem): the groups' prompts and their episodes."""
         programs = [task.make_envs(problem, params.n) for task, problem in work]
         first = programs[0][0]
-        limits = Limits(first.model_name, params.max_new_tokens, params.temperature, params.top_p, params.top_k)
+        limits = Limits(first.model_name, params.max_new_tokens, params.temperature, params.top_p, params.top_k,
+                        params.greedy, params.return_entropy)
         endpoint = ChatEndpoint(self.engine, self.renderer, limits, wait_s=self.wait_s,
                                 call_timeout_s=max(p.call_timeout_s for group in programs for p in group))
         endpoint.version = self.version
@@ -89,7 +90,7 @@ class AgentRunner:
         finally:
             endpoint.close()
             self.metrics = endpoint.metrics()
-        return self._samples(work, runs, traces)
+        return self._samples(work, runs, traces, params)
 
     def _start(self, run: _Run, url: str) -> None:
         openai = openai_module()
@@ -129,7 +130,8 @@ class AgentRunner:
                     run.error = f"the agent did not finish within episode_timeout_s=" \
                                 f"{run.program.episode_timeout_s:g} s (abandoned)"
 
-    def _samples(self, work, runs: list[list[_Run]], traces) -> tuple[list[list[int]], list[list[Any]]]:
+    def _samples(self, work, runs: list[list[_Run]], traces, params: SamplingParams
+                 ) -> tuple[list[list[int]], list[list[Any]]]:
         prompts, groups = [], []
         for (task, problem), group, group_traces in zip(work, runs, traces):
             segments = [trace.trained_segment() for trace in group_traces]
@@ -148,18 +150,20 @@ class AgentRunner:
                         error = f"{type(e).__name__}: {e}"
                 metrics = {**metrics, "calls": float(len(trace.calls)), "segments": float(len(trace.segments))}
                 if segment is None:
-                    ids, policy, logprobs, truncated, turns = [self.encode.tokenizer.eos_token_id], [False], [0.0], \
-                        False, 0
+                    ids, policy, logprobs, entropies, truncated, turns = [self.encode.tokenizer.eos_token_id], [False], \
+                        [0.0], [0.0], False, 0
                 else:
                     rest = len(segment.prompt) - len(prompt)
                     ids = segment.prompt[len(prompt):] + segment.ids
                     policy = [False] * rest + (segment.policy if error is None else [False] * len(segment.ids))
-                    logprobs, truncated, turns = [0.0] * rest + segment.logprobs, segment.truncated, segment.turns
+                    logprobs, entropies = [0.0] * rest + segment.logprobs, [0.0] * rest + segment.entropies
+                    truncated, turns = segment.truncated, segment.turns
                 answer = next((m.get("content") or "" for m in reversed(messages) if m["role"] == "assistant"), "")
                 fields = {"episode_reward": reward, "episode_success": success, "episode_metrics": metrics}
                 if error is not None:
                     fields["episode_error"] = f"Agent episode of task {task.label}, problem {problem.uid}: {error}"
                 episodes.append(Episode(token_ids=ids, text=answer, logprobs=logprobs, truncated=truncated,
+                                        entropies=entropies if params.return_entropy else [],
                                         policy_mask=policy, fields=fields, messages=messages, turns=turns,
                                         reward=reward, success=success, calls=trace.calls))
             prompts.append(prompt)

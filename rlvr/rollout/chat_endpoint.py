@@ -153,7 +153,8 @@ class ChatEndpoint:
         """Serve in a thread; returns the base URL once the server listens."""
         import uvicorn
 
-        config = uvicorn.Config(self.app(), log_level="warning", access_log=False, lifespan="off")
+        config = uvicorn.Config(self.app(), log_level="warning", access_log=False, lifespan="off",
+                                timeout_graceful_shutdown=1)
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True,
                                        name="rlvr-chat-endpoint")

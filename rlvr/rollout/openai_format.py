@@ -56,6 +56,8 @@ class Limits:
     temperature: float | None = None
     top_p: float | None = None
     top_k: int = 0
+    greedy: bool = False  # every call decodes greedily (an evaluation's greedy pass)
+    return_entropy: bool = False  # the run needs each sampled token's entropy
     max_n: int = 16
 
 
@@ -159,7 +161,8 @@ def parse_request(body: Any, limits: Limits) -> ChatRequest:
     params = SamplingParams(
         n=_number(body, "n", int, 1, limits.max_n, 1), max_new_tokens=max_tokens, stop=stop, top_k=limits.top_k,
         temperature=_run_value(body, "temperature", limits.temperature, 0.0, 2.0),
-        top_p=_run_value(body, "top_p", limits.top_p, 0.0, 1.0))
+        top_p=_run_value(body, "top_p", limits.top_p, 0.0, 1.0), greedy=limits.greedy,
+        return_entropy=limits.return_entropy)
     if params.temperature == 0.0:
         params.greedy, params.temperature = True, 1.0
     messages = _messages(body)
