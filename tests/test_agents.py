@@ -229,20 +229,35 @@ AGENT_FILE = '''
 def agent(client, row):
     reply = client.chat.completions.create(model=row["model"], messages=[{"role": "user", "content": row["prompt"]}])
     return float(len(reply.choices[0].message.content or "") % 2)
+
+
+def broken(client, row):
+    raise ValueError("this agent always fails")
 '''
 
 
-def test_native_environments_and_agent_programs_train_in_one_mixture(fast_config, policy, tmp_path):
+@pytest.fixture
+def saved_chat_model(policy, tmp_path):
     from rlvr.models.loading import save_pretrained
-    from rlvr.training.trainer import Trainer
 
     model, tok = policy
     save_pretrained(model, tok, tmp_path / "chat")
     (tmp_path / "agents.py").write_text(AGENT_FILE)
-    arithmetic = {"name": "arithmetic", "args": {"max_operand": 9, "eval_size": 10}}
-    tasks = [{**arithmetic, "label": "native", "weight": 1.0, "env": {"name": "try_again", "max_turns": 2}},
-             {**arithmetic, "label": "agent", "weight": 1.0,
-              "env": {"name": "agent", "args": {"function": f"{tmp_path / 'agents.py'}:agent"}}}]
+    return tmp_path
+
+
+def agent_entry(tmp_path, function: str, **fields) -> dict:
+    return {"name": "arithmetic", "args": {"max_operand": 9, "eval_size": 10}, **fields,
+            "env": {"name": "agent", "args": {"function": f"{tmp_path / 'agents.py'}:{function}"}}}
+
+
+def test_native_environments_and_agent_programs_train_in_one_mixture(fast_config, saved_chat_model):
+    from rlvr.training.trainer import Trainer
+
+    tmp_path = saved_chat_model
+    tasks = [{"name": "arithmetic", "args": {"max_operand": 9, "eval_size": 10}, "label": "native", "weight": 1.0,
+              "env": {"name": "try_again", "max_turns": 2}},
+             agent_entry(tmp_path, "agent", label="agent", weight=1.0)]
     cfg = RunConfig.model_validate(fast_config(model={"name": str(tmp_path / "chat"), "device": "cpu"},
                                                data={"tasks": tasks, "prompts_per_step": 4}, steps=2))
     Trainer(cfg).fit()
@@ -252,6 +267,18 @@ def test_native_environments_and_agent_programs_train_in_one_mixture(fast_config
         assert row["endpoint/calls"] > 0 and row["endpoint/calls"] % 4 == 0  # four episodes a prompt, a call each
     completions = [json.loads(line) for line in open(tmp_path / "run" / "completions.jsonl")]
     assert {c["task"] for c in completions} == {"native", "agent"}
+
+
+@pytest.mark.slow  # the failure budget's stop is tested at large elsewhere; this is its agent case in a real run
+def test_a_run_whose_agent_always_fails_stops_naming_the_error(fast_config, saved_chat_model):
+    from rlvr.training.trainer import Trainer
+
+    tmp_path = saved_chat_model
+    cfg = RunConfig.model_validate(fast_config(model={"name": str(tmp_path / "chat"), "device": "cpu"},
+                                               data={"tasks": [agent_entry(tmp_path, "broken")], "prompts_per_step": 1},
+                                               rollout={"samples_per_prompt": 2}, steps=1))
+    with pytest.raises(RlvrError, match="the agent raised ValueError: this agent always fails"):
+        Trainer(cfg).fit()
 
 
 def test_the_documented_agent_program_runs_as_written(policy, tmp_path):
