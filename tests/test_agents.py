@@ -181,6 +181,8 @@ def test_tool_calls_are_parsed_and_rendered_in_the_hermes_format():
     assert call["function"]["name"] == "add" and json.loads(call["function"]["arguments"]) == {"a": 2, "b": 3}
     assert assistant_message(text, False, [])["content"] == text  # no tools offered: plain text
     assert assistant_message("<tool_call>{not json</tool_call>", True, []).get("tool_calls") is None
+    stopped = assistant_message(text, True, ["</tool_call>"])  # a turn stopped at its call still calls
+    assert stopped["content"] == "Let me add." and len(stopped["tool_calls"]) == 1
     # a template without tools: the schemas go into the system message, the calls into the assistant's text
     messages, native = template_messages([{"role": "user", "content": "2+3?"},
                                           {"role": "assistant", "content": "",

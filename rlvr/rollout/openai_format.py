@@ -202,11 +202,12 @@ def tool_call_text(call: dict[str, Any]) -> str:
 
 def assistant_message(text: str, with_tools: bool, stop: list[str]) -> dict[str, Any]:
     """The assistant message of a sampled completion: its text (up to a stop string, which OpenAI leaves out) and,
-    when the request offered tools, the tool calls it wrote."""
+    when the request offered tools, the tool calls it wrote (read before the stop string is cut, so `stop:
+    ["</tool_call>"]` ends a turn at its call)."""
+    calls = [c for c in parse_tool_calls(text, {}, "json") if c.error is None] if with_tools else []
     for s in stop:
         if s in text:
             text = text[: text.index(s)]
-    calls = [c for c in parse_tool_calls(text, {}, "json") if c.error is None] if with_tools else []
     if not calls:
         return {"role": "assistant", "content": text}
     content = text[: text.index("<tool_call>")].strip()
