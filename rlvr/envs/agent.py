@@ -39,8 +39,9 @@ def _function(spec: Any, key: str) -> Callable:
 
 @ENVIRONMENTS.register("agent")
 class AgentProgram:
-    """One episode of an agent program (see the module's docstring). It is not stepped turn by turn: the program
-    drives the episode, and rlvr.rollout.agents runs it (`plays_itself`)."""
+    """An agent program `agent(client, row)` whose `openai` client calls the policy through an OpenAI-compatible
+    endpoint (args: function, reward, episode_timeout_s, call_timeout_s, model_name). Not stepped turn by turn: the
+    program drives the episode, and rlvr.rollout.agents runs it (`plays_itself`)."""
 
     plays_itself = True
     tools: list = []

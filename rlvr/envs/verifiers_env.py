@@ -33,7 +33,8 @@ def register_harness() -> None:
 
 @ENVIRONMENTS.register("verifiers")
 class VerifiersEpisode(AgentProgram):
-    """One episode: verifiers' rollout of the problem's task (see the module's docstring)."""
+    """A verifiers (>= 0.4) taskset's task played by verifiers' own rollout against the policy's endpoint, its
+    rewards the reward (the task `verifiers` sets it; args: taskset, taskset_args, harness, timeouts)."""
 
     def __init__(self, problem, task, taskset: str = "", taskset_args: dict[str, Any] | None = None,
                  harness: str = HARNESS, model_name: str = "policy", episode_timeout_s: float = 300.0,

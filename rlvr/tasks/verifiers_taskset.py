@@ -33,6 +33,9 @@ def load_taskset(taskset: str, taskset_args: dict[str, Any]):
 
 @TASKS.register("verifiers")
 class VerifiersTaskset(Task):
+    """The tasks of a verifiers (>= 0.4) taskset as problems, played in the environment `verifiers` (args: taskset,
+    taskset_args, eval_size, max_tasks; pip install 'rlvr[verifiers]')."""
+
     name = "verifiers"
     verifier = "rlvr.envs.base:episode_verdict"  # the episode's rewards (rlvr.envs.verifiers_env)
 
