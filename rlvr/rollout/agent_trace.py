@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlvr.envs.render import ChatRenderer
-from rlvr.rollout.base import Completion
+from rlvr.rollout.base import Completion, TokenSequence
 from rlvr.rollout.openai_format import same_message, template_messages
 
 
@@ -37,27 +37,16 @@ class CallRecord:
 
 
 @dataclass
-class Segment:
+class Segment(TokenSequence):
     """Token ids built only by appending: the first call's prompt, then sampled turns (policy) and the rendered
     messages the agent added (environment)."""
 
     prompt: list[int]
     history: list[dict[str, Any]]  # the messages of its latest call
     tools: list[dict[str, Any]]
-    ids: list[int] = field(default_factory=list)
-    policy: list[bool] = field(default_factory=list)
-    logprobs: list[float] = field(default_factory=list)
-    entropies: list[float] = field(default_factory=list)  # of sampled tokens when the run asks (0 elsewhere)
     last: CallRecord | None = None  # its latest call, whose chosen turn is not appended yet
     turns: int = 0
     truncated: bool = False
-
-    def append(self, ids: list[int], policy: bool, logprobs: list[float] | None = None,
-               entropies: list[float] | None = None) -> None:
-        self.ids += ids
-        self.policy += [policy] * len(ids)
-        self.logprobs += logprobs if logprobs is not None else [0.0] * len(ids)
-        self.entropies += entropies if entropies else [0.0] * len(ids)
 
     def take_turn(self, completion: Completion) -> None:
         self.append(completion.token_ids, True, completion.logprobs, completion.entropies)

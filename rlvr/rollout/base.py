@@ -69,6 +69,24 @@ class Completion:
                 **self.fields}
 
 
+@dataclass(kw_only=True)
+class TokenSequence:
+    """Token ids built only by appending, with per token whether the policy sampled it (else the environment wrote
+    it), its sampling logprob and entropy (0 on environment tokens): an episode in progress, an agent's segment."""
+
+    ids: list[int] = field(default_factory=list)
+    policy: list[bool] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    entropies: list[float] = field(default_factory=list)
+
+    def append(self, ids: list[int], policy: bool, logprobs: list[float] | None = None,
+               entropies: list[float] | None = None) -> None:
+        self.ids += ids
+        self.policy += [policy] * len(ids)
+        self.logprobs += logprobs if logprobs is not None else [0.0] * len(ids)
+        self.entropies += entropies if entropies else [0.0] * len(ids)
+
+
 @dataclass
 class Episode(Completion):
     """A finished episode. `text` is the environment's view of the answer: the last assistant turn's text."""

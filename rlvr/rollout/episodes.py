@@ -27,14 +27,14 @@ from rlvr.envs.task import EnvTask
 from rlvr.errors import DataError, RlvrError
 from rlvr.models.prompts import PromptEncoder
 from rlvr.rollout.agents import AgentRunner
-from rlvr.rollout.base import Completion, Episode, RolloutEngine, SamplingParams
+from rlvr.rollout.base import Completion, Episode, RolloutEngine, SamplingParams, TokenSequence
 from rlvr.rollout.chat_models import EngineChatModels
 from rlvr.tasks.base import Problem, Task
 from rlvr.watchdog import WATCH
 
 
 @dataclass
-class _Running:
+class _Running(TokenSequence):
     """An episode in progress."""
 
     env: Environment
@@ -42,10 +42,6 @@ class _Running:
     prompt: list[int]
     budget: int  # tokens after the prompt
     generator: torch.Generator | None = None
-    ids: list[int] = field(default_factory=list)
-    policy: list[bool] = field(default_factory=list)
-    logprobs: list[float] = field(default_factory=list)
-    entropies: list[float] = field(default_factory=list)
     messages: list[Message] = field(default_factory=list)
     turn_rewards: list[float] = field(default_factory=list)
     turn_starts: list[int] = field(default_factory=list)
@@ -60,13 +56,6 @@ class _Running:
     @property
     def left(self) -> int:
         return self.budget - len(self.ids)
-
-    def append(self, ids: list[int], policy: bool, logprobs: list[float] | None = None,
-               entropies: list[float] | None = None) -> None:
-        self.ids += ids
-        self.policy += [policy] * len(ids)
-        self.logprobs += logprobs if logprobs is not None else [0.0] * len(ids)
-        self.entropies += entropies if entropies else [0.0] * len(ids)
 
 
 class EpisodeRunner:
