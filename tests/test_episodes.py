@@ -46,12 +46,17 @@ def chat_tokenizer():
     return tok
 
 
-@pytest.fixture(scope="module")
-def chat_policy():
+def tiny_chat_policy():
+    """A tiny policy (eval mode) and its tokenizer with a ChatML template."""
     tok = chat_tokenizer()
     torch.manual_seed(0)
     model = build_tiny_model(TinyModelConfig(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64), tok, 0)
     return model.eval(), tok
+
+
+@pytest.fixture(scope="module")
+def chat_policy():
+    return tiny_chat_policy()
 
 
 class RecordingEngine(HFRolloutEngine):

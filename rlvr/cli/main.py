@@ -1,4 +1,4 @@
-"""Command line: rlvr train | sft | quickstart | eval | report | tasks | algorithms | verify."""
+"""Command line: rlvr train | sft | quickstart | eval | serve | report | tasks | algorithms | verify."""
 
 from __future__ import annotations
 
@@ -51,6 +51,12 @@ def cmd_quickstart(args) -> None:
     from rlvr.quickstart import run_quickstart
 
     run_quickstart(seed=args.seed, output_dir=args.output, overrides=args.overrides)
+
+
+def cmd_serve(args) -> None:
+    from rlvr.cli.serve import run_serve_command
+
+    run_serve_command(args)
 
 
 def cmd_eval(args) -> None:
@@ -173,6 +179,17 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--output", help="directory for eval.json, report.md and the plots")
     e.add_argument("--set", dest="overrides", action="append", default=[], help="key.sub=value config override")
     e.set_defaults(func=cmd_eval)
+    sv = sub.add_parser("serve", help="an OpenAI-compatible chat endpoint over a saved model",
+                        description="Serve POST /v1/chat/completions (messages, tools, n, temperature, top_p, "
+                        "max_tokens, stop, logprobs) and GET /v1/models over a saved model, for evaluation with any "
+                        "OpenAI client (docs/environments.md, 'Your own agent program').")
+    sv.add_argument("model", help="a checkpoint or run directory, a .gguf file or a packaged model's name")
+    sv.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    sv.add_argument("--port", type=int, default=8000, help="port (0: a free one; default 8000)")
+    sv.add_argument("--name", help="the model's name in requests (default: MODEL as given)")
+    sv.add_argument("--max-tokens", type=int, help="most new tokens a call may ask (default rollout.max_new_tokens)")
+    sv.add_argument("--set", dest="overrides", action="append", default=[], help="key.sub=value config override")
+    sv.set_defaults(func=cmd_serve)
     rp = sub.add_parser("report", help="one self-contained HTML page about a training run",
                         description="Write RUN_DIR/report.html: metric curves, the reward of each function, the "
                         "prompt pool's pass rates over time, held-out pass@k, and sampled completions with their "

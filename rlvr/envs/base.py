@@ -165,7 +165,12 @@ REWARD_RULES: dict[str, Callable[[float, list[float], float], float]] = {
 
 
 def episode_verdict(prompt: str, completion: str, episode_reward: float, episode_success: bool,
-                    episode_metrics: dict[str, float] | None = None, **_: object) -> dict[str, float]:
+                    episode_metrics: dict[str, float] | None = None, episode_error: str | None = None,
+                    **_: object) -> dict[str, float]:
     """The verifier of an environment task: the episode's reward as the environment computed it, its success
-    as the verdict (`correct`, so accuracy and pass@k count successful episodes), and the episode's metrics."""
+    as the verdict (`correct`, so accuracy and pass@k count successful episodes), and the episode's metrics. An episode
+    that failed (`episode_error`: an agent program that raised or hung, rlvr.rollout.agents) has no reward: its error is
+    this verifier's, counted by the failure budget."""
+    if episode_error:
+        raise RlvrError(episode_error)
     return {**(episode_metrics or {}), "score": float(episode_reward), "correct": float(bool(episode_success))}

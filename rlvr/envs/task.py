@@ -24,6 +24,8 @@ class EnvTask(Task):
     def __init__(self, task: Task, config: EnvConfig):
         self.task, self.config = task, config
         self.env_class = ENVIRONMENTS.get(config.name)
+        # its episodes are driven by a program of their own (an agent, rlvr.envs.agent), not stepped turn by turn
+        self.plays_itself = bool(getattr(self.env_class, "plays_itself", False))
         self.name = task.name
         self.has_rows, self.skipped_rows, self.label_override = task.has_rows, task.skipped_rows, task.label_override
         needed = getattr(self.env_class, "turns_needed", None)

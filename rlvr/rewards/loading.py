@@ -84,6 +84,14 @@ def resolve_function(spec: str) -> Callable:
         raise ConfigError(f"'{target}' has no function '{func_name}'.{did_you_mean(func_name, names)}")
     return func
 
+def resolve_setting(spec: str, setting: str) -> Callable:
+    """`resolve_function(spec)` for the config setting `setting`, which its error names first."""
+    try:
+        return resolve_function(spec)
+    except ConfigError as e:
+        raise ConfigError(f"{setting}: {e}") from None
+
+
 
 def import_failure(error: BaseException, path: Path | None = None) -> str:
     """'NameError: name 'x' is not defined (at reward.py line 3)': the exception and the deepest line of the

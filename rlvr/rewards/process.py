@@ -20,7 +20,7 @@ from pydantic import BaseModel, ValidationError
 
 from rlvr.config import RunConfig, StepRewardConfig
 from rlvr.errors import ConfigError, did_you_mean
-from rlvr.rewards.loading import REWARDS, register_reward, resolve_function
+from rlvr.rewards.loading import REWARDS, register_reward, resolve_setting
 from rlvr.verifiers.verdict import SpanScore
 
 WINDOW = 8  # tokens of context before each token when its text's end is measured (token_text_ends)
@@ -55,10 +55,7 @@ def resolve_process_reward(spec: str) -> Callable:
         kind = "a reward that returns a score, not spans" if spec in REWARDS else "not a shipped process reward"
         raise ConfigError(f"rewards.step_reward.function: '{spec}' is {kind} ({', '.join(names)}) nor "
                           f"'package.module:function' / 'path/file.py:function'.{did_you_mean(spec, names)}")
-    try:
-        return resolve_function(spec)
-    except ConfigError as e:
-        raise ConfigError(f"rewards.step_reward.function = '{spec}': {e}") from None
+    return resolve_setting(spec, f"rewards.step_reward.function = '{spec}'")
 
 
 def process_reward_args(function: Callable, args: dict[str, Any]) -> dict[str, Any]:

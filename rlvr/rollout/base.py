@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
 
@@ -70,6 +70,43 @@ class Completion:
         """What every reward function is handed about this completion besides its text."""
         return {"completion_tokens": self.policy_tokens, "truncated": self.truncated, "max_new_tokens": max_new_tokens,
                 **self.fields}
+
+
+@dataclass(kw_only=True)
+class TokenSequence:
+    """Token ids built only by appending, with per token whether the policy sampled it (else the environment wrote
+    it), its sampling logprob and entropy (0 on environment tokens): an episode in progress, an agent's segment."""
+
+    ids: list[int] = field(default_factory=list)
+    policy: list[bool] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    entropies: list[float] = field(default_factory=list)
+
+    def append(self, ids: list[int], policy: bool, logprobs: list[float] | None = None,
+               entropies: list[float] | None = None) -> None:
+        self.ids += ids
+        self.policy += [policy] * len(ids)
+        self.logprobs += logprobs if logprobs is not None else [0.0] * len(ids)
+        self.entropies += entropies if entropies else [0.0] * len(ids)
+
+
+@dataclass
+class Episode(Completion):
+    """A finished episode. `text` is the environment's view of the answer: the last assistant turn's text."""
+
+    messages: list[dict[str, Any]] = field(default_factory=list)  # after the opening: assistant turns and replies
+    turns: int = 0  # assistant turns
+    reward: float = 0.0  # by the task's env.reward rule
+    success: bool = False
+    # Per assistant turn (for turn-level credit, rlvr.algorithms.turn_credit): where its tokens start in token_ids,
+    # the turn reward the episode reward counts for it (the outcome is not in it), and its anchor state: the
+    # environment's observation it answers (the opening for the first turn, the environment's reply after).
+    turn_starts: list[int] = field(default_factory=list)
+    turn_rewards: list[float] = field(default_factory=list)
+    anchors: list[str] = field(default_factory=list)
+    # An agent episode's model calls as the endpoint recorded them (rlvr.rollout.agent_trace.CallRecord: prompt ids,
+    # each choice's completion ids and logprobs, the policy version), earlier segments' included
+    calls: list[Any] = field(default_factory=list)
 
 
 class RolloutEngine(Protocol):

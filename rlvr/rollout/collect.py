@@ -92,6 +92,7 @@ class StepCollector:
         t0 = time.perf_counter()
         self.reward_wait_s = 0.0  # scoring not hidden behind generation
         self.runner.env_s = 0.0  # environments' share of generation (episodes)
+        self.runner.agents.version, self.runner.agents.metrics = step - 1, {}  # agent episodes' calls (policy version)
         draft = self.draft(step)
         kept: list[Group] = []
         rejected: list[Group] = []
@@ -126,6 +127,7 @@ class StepCollector:
             metrics["sampling/filled_frac"] = min(len(kept), self.prompts_per_step) / self.prompts_per_step
             metrics["sampling/skipped_prompts"] = skipped
         metrics.update(staleness_metrics(step, trained))
+        metrics.update(self.runner.agents.metrics)  # agent episodes' endpoint: calls, latency, engine batch sizes
         for stage in self.stages:
             metrics.update(stage.metrics(trained))
         return CollectedStep(trained, draft.generated, generated, metrics)

@@ -26,30 +26,15 @@ from rlvr.envs.render import ChatRenderer
 from rlvr.envs.task import EnvTask
 from rlvr.errors import DataError, RlvrError
 from rlvr.models.prompts import PromptEncoder
-from rlvr.rollout.base import Completion, RolloutEngine, SamplingParams
+from rlvr.rollout.agents import AgentRunner
+from rlvr.rollout.base import Completion, Episode, RolloutEngine, SamplingParams, TokenSequence
 from rlvr.rollout.chat_models import EngineChatModels
 from rlvr.tasks.base import Problem, Task
 from rlvr.watchdog import WATCH
 
 
 @dataclass
-class Episode(Completion):
-    """A finished episode. `text` is the environment's view of the answer: the last assistant turn's text."""
-
-    messages: list[Message] = field(default_factory=list)  # after the opening: assistant turns and replies
-    turns: int = 0  # assistant turns
-    reward: float = 0.0  # by the task's env.reward rule
-    success: bool = False
-    # Per assistant turn (for turn-level credit, rlvr.algorithms.turn_credit): where its tokens start in token_ids,
-    # the turn reward the episode reward counts for it (the outcome is not in it), and its anchor state: the
-    # environment's observation it answers (the opening for the first turn, the environment's reply after).
-    turn_starts: list[int] = field(default_factory=list)
-    turn_rewards: list[float] = field(default_factory=list)
-    anchors: list[str] = field(default_factory=list)
-
-
-@dataclass
-class _Running:
+class _Running(TokenSequence):
     """An episode in progress."""
 
     env: Environment
@@ -57,10 +42,6 @@ class _Running:
     prompt: list[int]
     budget: int  # tokens after the prompt
     generator: torch.Generator | None = None
-    ids: list[int] = field(default_factory=list)
-    policy: list[bool] = field(default_factory=list)
-    logprobs: list[float] = field(default_factory=list)
-    entropies: list[float] = field(default_factory=list)
     messages: list[Message] = field(default_factory=list)
     turn_rewards: list[float] = field(default_factory=list)
     turn_starts: list[int] = field(default_factory=list)
@@ -76,13 +57,6 @@ class _Running:
     def left(self) -> int:
         return self.budget - len(self.ids)
 
-    def append(self, ids: list[int], policy: bool, logprobs: list[float] | None = None,
-               entropies: list[float] | None = None) -> None:
-        self.ids += ids
-        self.policy += [policy] * len(ids)
-        self.logprobs += logprobs if logprobs is not None else [0.0] * len(ids)
-        self.entropies += entropies if entropies else [0.0] * len(ids)
-
 
 class EpisodeRunner:
     """(task, problem) work items -> prompt ids and groups of `params.n` completions: a task without an
@@ -95,6 +69,7 @@ class EpisodeRunner:
         self.tokenizer = encode.tokenizer
         self.renderer = ChatRenderer(encode.tokenizer, encode.use_template, encode.system_prompt, encode.template_kwargs)
         self.env_s = 0.0  # seconds in environments (opening, stepping, rendering replies), summed over calls
+        self.agents = AgentRunner(engine, encode, self.renderer)  # environments whose program drives the episode
 
     def generate(self, work: list[tuple[Task | None, Problem]], params: SamplingParams,
                  generators: list[torch.Generator] | None = None, where: str = "problem",
@@ -104,7 +79,8 @@ class EpisodeRunner:
         environment are not encoded again and may name no task (None: a rollout worker holds environment tasks
         only)."""
         plain = [i for i, (task, _) in enumerate(work) if not isinstance(task, EnvTask)]
-        played = [i for i, (task, _) in enumerate(work) if isinstance(task, EnvTask)]
+        driven = [i for i, (task, _) in enumerate(work) if isinstance(task, EnvTask) and task.plays_itself]
+        played = [i for i, (task, _) in enumerate(work) if isinstance(task, EnvTask) and not task.plays_itself]
         prompts: list[list[int]] = [[] for _ in work]
         groups: list[list[Completion]] = [[] for _ in work]
         pick = (lambda rows: [generators[i] for i in rows]) if generators is not None else (lambda rows: None)
@@ -118,6 +94,12 @@ class EpisodeRunner:
         if played:
             opened, episodes = self.play([work[i] for i in played], params, pick(played), where)
             for i, prompt, group in zip(played, opened, episodes):
+                prompts[i], groups[i] = prompt, group
+        if driven:
+            t0 = time.perf_counter()
+            opened, episodes = self.agents.play([work[i] for i in driven], params, pick(driven))
+            self.env_s += time.perf_counter() - t0 - self.agents.metrics.get("endpoint/engine_s", 0.0)
+            for i, prompt, group in zip(driven, opened, episodes):
                 prompts[i], groups[i] = prompt, group
         return prompts, groups
 

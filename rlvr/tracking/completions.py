@@ -26,7 +26,8 @@ def completion_rows(step: int, groups: list, advantages: torch.Tensor, completio
     step's batch rows, group after group; a completion's advantage is its mean over its tokens. `prompt` is the
     problem's prompt as the data gives it (a string, or a conversation: a list of {role, content} messages);
     `completion` is the text the verifier read (an episode's last assistant turn), and an episode's row adds
-    `messages`, every turn after the prompt (assistant turns and the environment's replies); a group sampled with a
+    `messages`, every turn after the prompt (assistant turns and the environment's replies), and `error` when the
+    episode failed (an agent program that raised or hung, rlvr.rollout.agents); a group sampled with a
     hint (data.hints) adds `hint`, `hint_fraction` and `hint_placement`. A prompt with images
     is logged with its image parts empty and `images`, a small PNG data URI of each."""
     n = len(groups[0].completions) if groups else 0
@@ -58,4 +59,6 @@ def completion_rows(step: int, groups: list, advantages: torch.Tensor, completio
                                 hint_placement=group.hint.placement)
             if getattr(completion, "messages", None):  # an episode: its turns after the prompt, replies included
                 rows[-1]["messages"] = list(completion.messages)
+            if completion.fields.get("episode_error"):  # an episode that failed (an agent program that raised, hung)
+                rows[-1]["error"] = completion.fields["episode_error"]
     return rows

@@ -1,0 +1,98 @@
+"""The calculator task as an agent program against the native tool environment, on SmolLM2-135M-Instruct
+(recipes/smollm2_agent_calculator.yaml against recipes/smollm2_tool_use.yaml; issue 53's real-model evidence).
+
+    python benchmarks/real_agent_tools.py train --seeds 0 1 2 [--output runs/real_agent_tools]
+    python benchmarks/real_tool_use.py train --arm rl --seeds 0 1 2          # the native arm, if not run yet
+    python benchmarks/real_agent_tools.py summary [--native runs/real_tool_use/rl]
+
+`train` runs the agent recipe seed by seed (resumable: a stopped seed continues from its last checkpoint).
+`summary` prints, per evaluation step, the held-out greedy episodes' exact accuracy (benchmarks/real_model.py's exact
+check on the last assistant turn, apart from the reward) as mean ± sd over seeds for the agent arm and the native
+arm, and the agent runs' endpoint figures from metrics.jsonl (ms per call, calls per engine batch) with the share of
+step time spent in the endpoint's calls beyond the engine (endpoint/calls x endpoint/call_ms_mean - endpoint/engine_s,
+over perf/gen_s). The endpoint's overhead against a direct engine call on the same prompts: benchmarks/endpoint_overhead.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from real_model import ROOT, commit, eval_curve, has_checkpoints, mean_sd, train_resumably
+
+from rlvr.tracking.jsonl import read_jsonl
+
+RECIPE = ROOT / "recipes" / "smollm2_agent_calculator.yaml"
+AGENT = ROOT / "recipes" / "data" / "calculator_agent.py"
+
+
+def train(args) -> None:
+    out = Path(args.output)
+    out.mkdir(parents=True, exist_ok=True)
+    for seed in args.seeds:
+        if (out / f"seed{seed}.json").is_file():
+            print(f"seed {seed}: finished earlier, kept ({out / f'seed{seed}.json'})")
+            continue
+        run_dir, t0, resumed = out / f"seed{seed}", time.perf_counter(), has_checkpoints(out / f"seed{seed}")
+        settings = [f"seed={seed}", f"data.tasks.0.env.args.function={AGENT}:agent", *args.set]
+        seconds = train_resumably([str(RECIPE), *settings], run_dir, out / f"seed{seed}.log")
+        result = {"seed": seed, "commit": commit(), "resumed": resumed, "rl_seconds": seconds,
+                  "wall_seconds": time.perf_counter() - t0, "evals": eval_curve(run_dir)}
+        (out / f"seed{seed}.json").write_text(json.dumps(result, indent=1))
+
+
+def endpoint_figures(run_dir: Path) -> dict[str, float]:
+    """Means over a run's steps of the endpoint's figures."""
+    rows = [r for r in read_jsonl(run_dir / "metrics.jsonl") if "endpoint/calls" in r]
+    if not rows:
+        return {}
+    beyond = [max(0.0, r["endpoint/calls"] * r["endpoint/call_ms_mean"] / 1000 - r["endpoint/engine_s"])
+              / r["perf/gen_s"] for r in rows]
+    return {"call_ms": statistics.mean(r["endpoint/call_ms_mean"] for r in rows),
+            "calls_per_batch": statistics.mean(r["endpoint/batch_calls_mean"] for r in rows),
+            "share_beyond_engine": statistics.mean(beyond)}
+
+
+def curves(arm_dir: Path) -> dict[int, list[float]]:
+    """Step -> the seeds' held-out exact accuracy."""
+    by_step: dict[int, list[float]] = {}
+    for run_dir in sorted(arm_dir.glob("seed[0-9]")):
+        for point in eval_curve(run_dir):
+            by_step.setdefault(point["step"], []).append(point["exact"])
+    return by_step
+
+
+def summary(args) -> None:
+    agent, native = curves(Path(args.output)), curves(Path(args.native))
+    pct = lambda v: f"{100 * v:.0f}%"  # noqa: E731
+    print("| step | agent program (exact) | native tools env (exact) |\n|---|---|---|")
+    for step in sorted(set(agent) | set(native)):
+        print(f"| {step} | {mean_sd(agent.get(step, []), pct)} | {mean_sd(native.get(step, []), pct)} |")
+    for run_dir in sorted(Path(args.output).glob("seed[0-9]")):
+        figures = endpoint_figures(run_dir)
+        if figures:
+            print(f"{run_dir.name}: {figures['call_ms']:.0f} ms per call (engine included), "
+                  f"{figures['calls_per_batch']:.1f} calls per engine batch, "
+                  f"{100 * figures['share_beyond_engine']:.1f}% of generation time in the endpoint beyond the engine")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    t = sub.add_parser("train")
+    t.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    t.add_argument("--output", default="runs/real_agent_tools")
+    t.add_argument("--set", nargs="*", default=[], help="more recipe overrides")
+    m = sub.add_parser("summary")
+    m.add_argument("--output", default="runs/real_agent_tools")
+    m.add_argument("--native", default="runs/real_tool_use/rl")
+    args = parser.parse_args()
+    {"train": train, "summary": summary}[args.command](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

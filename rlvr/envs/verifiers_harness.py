@@ -1,0 +1,45 @@
+"""verifiers' own chat loop (its `null` harness) run by this Python instead of a uv environment.
+
+verifiers (>= 0.4) runs a harness's program as a PEP 723 script in an environment `uv` prepares at run time, which
+installs uv and the script's dependencies from the network. Those dependencies (openai, mcp, httpx) are verifiers'
+own, already installed where rlvr runs it, so this harness writes the same script and runs it with this
+interpreter: same program, same interception, nothing downloaded. verifiers loads it by its id, the module name
+rlvr.envs.verifiers_env registers it under; nothing else imports it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+
+from verifiers.v1.harnesses.null import NullHarness, NullHarnessConfig
+
+
+class _ThisInterpreter:
+    """A runtime whose uv scripts run with this interpreter; everything else is the runtime's own."""
+
+    def __init__(self, runtime):
+        self._runtime = runtime
+
+    def __getattr__(self, name):
+        return getattr(self._runtime, name)
+
+    async def prepare_uv_script(self, script, env=None, *, activate: bool = True) -> list[str]:
+        data = script.encode() if isinstance(script, str) else script
+        path = f"{self._runtime.scripts_dir}-rlvr/{hashlib.sha256(data).hexdigest()}.py"
+        await self._runtime.write(path, data)
+        return [sys.executable, path]
+
+
+class InterpreterChatHarness(NullHarness):
+    """The `null` harness (a tool-less chat loop, MCP tools when the task has them) on this interpreter."""
+
+    async def setup(self, runtime) -> None:
+        """Nothing to prepare: the script's dependencies are installed here."""
+
+    async def launch(self, ctx, trace, runtime, endpoint, secret, mcp_urls, data, tool_interception_url=None):
+        return await super().launch(ctx, trace, _ThisInterpreter(runtime), endpoint, secret, mcp_urls, data,
+                                    tool_interception_url)
+
+
+__all__ = ["InterpreterChatHarness", "NullHarnessConfig"]
