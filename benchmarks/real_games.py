@@ -4,6 +4,8 @@ every token against GiGPO's turn-level credit (docs/results.md, "Feedback a poli
 
     python benchmarks/real_games.py samples --game guess_number [--problems 16] [--samples 8]
     python benchmarks/real_games.py train --game guess_number --credits episode gigpo --seeds 0 1 2
+    python benchmarks/real_games.py train --game guess_number --credits episode --seeds 0 \
+        --recipe recipes/smollm2_guess_number_openenv.yaml --output runs/real_games_openenv
     python benchmarks/real_games.py summary --game guess_number [--plot docs/img/real_guess_number.png]
 
 `train` runs `rlvr train recipes/smollm2_<game>.yaml seed=S` (and `algorithm.turn_credit=gigpo` for gigpo), seed
@@ -191,7 +193,7 @@ def train(args) -> None:
                 print(f"{args.game} {credit} seed {seed}: finished earlier, kept ({out / f'seed{seed}.json'})")
                 continue
             load, t0, resumed = load_average(), time.perf_counter(), has_checkpoints(run_dir)
-            train_resumably([str(recipe(args.game)), f"seed={seed}", *CREDITS[credit],
+            train_resumably([args.recipe or str(recipe(args.game)), f"seed={seed}", *CREDITS[credit],
                              *([f"steps={args.steps}"] if args.steps else []), *args.set], run_dir,
                             out / f"seed{seed}.log")
             result = {"game": args.game, "credit": credit, "seed": seed, "commit": commit(), "resumed": resumed,
@@ -338,6 +340,8 @@ def main() -> None:
     t.add_argument("--credits", nargs="+", choices=list(CREDITS), default=list(CREDITS))
     t.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     t.add_argument("--steps", type=int, default=None)
+    t.add_argument("--recipe", default=None, help="another recipe of the game (default recipes/smollm2_<game>.yaml), "
+                   "e.g. recipes/smollm2_guess_number_openenv.yaml; give it its own --output")
     t.add_argument("--output", default="runs/real_games")
     t.add_argument("--set", nargs="*", default=[], help="more recipe overrides")
     m = sub.add_parser("summary")
