@@ -162,6 +162,12 @@ def test_a_server_down_at_start_and_a_port_in_use_are_named():
         taken = held.getsockname()[1]
         with pytest.raises(ConfigError, match=f"127.0.0.1:{taken}.*env.args.port"):
             game(**openenv_args(mode="served", port=taken))
+    with pytest.raises(ConfigError, match="SingleSessionGuess does not declare SUPPORTS_CONCURRENT_SESSIONS"):
+        game(**openenv_args(environment="test_openenv:SingleSessionGuess", mode="served"))
+
+
+class SingleSessionGuess(GuessNumberEnvironment):
+    SUPPORTS_CONCURRENT_SESSIONS = False
 
 
 class SlowGuessEnvironment(GuessNumberEnvironment):
@@ -173,7 +179,7 @@ class SlowGuessEnvironment(GuessNumberEnvironment):
         return super().step(action)
 
 
-def test_a_server_that_hangs_or_dies_fails_the_episode_and_the_rollout_goes_on():
+def test_a_server_that_hangs_or_dies_fails_the_episode_and_the_rollout_goes_on(caplog):
     task = game(**openenv_args(environment="test_openenv:SlowGuessEnvironment", action=None, mode="served",
                                step_timeout_s=0.5, max_consecutive_failures=3))
     problem = task.problem("train", 0)
@@ -182,6 +188,7 @@ def test_a_server_that_hangs_or_dies_fails_the_episode_and_the_rollout_goes_on()
     start = time.monotonic()
     assert hung.step("13").done and time.monotonic() - start < 1.5
     assert hung.outcome().reward == 0.0 and hung.metrics()["env_failed"] == 1.0
+    assert re.search(r"OpenEnv episode failed \(\d+ so far, 1 in a row\): step: no answer within 0.5 s", caplog.text)
     assert other.step(problem.answer).done and other.outcome().success  # the other episode goes on
     hung.close(), other.close()
     # A server that dies: every episode on it fails, and enough in a row stop the run with the cause.

@@ -111,7 +111,7 @@ class ActionSchema:
         example = json.dumps({k: f"<{v.get('type', 'value')}>" for k, v in self.fields.items()})
         if len(self.fields) == 1:
             (name, spec), = self.fields.items()
-            return f"a {spec.get('type', 'value')} ({name}) or a JSON object {example}"
+            return f"the {name} ({spec.get('type', 'value')}) or a JSON object {example}"
         return f"a JSON object {example}"
 
     def parse(self, text: str) -> dict[str, Any]:
@@ -361,7 +361,8 @@ class Server:
 
 
 class Failures:
-    """Failed episodes in this process: logged with their count; `limit` in a row stop the run."""
+    """Failed episodes in this process: logged with their count; `limit` in a row (no step answered between them)
+    stop the run."""
 
     total = in_a_row = 0
 
@@ -452,9 +453,8 @@ class OpenEnvEnvironment(Environment):
             return self._fail(str(e))
         except EnvironmentFailed as e:
             return self._fail(str(e))
+        Failures.record(None, self.max_failures, self.where)  # the environment answered
         self.rewards.append(float(answer["reward"] or 0.0))
-        if answer["done"]:
-            Failures.record(None, self.max_failures, self.where)
         message = {"role": self.observation_role,
                    "content": observation_text(answer["observation"], self.observation_field)}
         return EnvStep([message], self.rewards[-1], bool(answer["done"]))
