@@ -18,7 +18,7 @@ from openenv.core.env_server import Action  # noqa: E402
 from pydantic import ConfigDict  # noqa: E402
 
 from rlvr.config import EnvConfig, RunConfig, TinyModelConfig  # noqa: E402
-from rlvr.envs.openenv_adapter import ActionSchema, InvalidAction, Server  # noqa: E402
+from rlvr.envs.openenv_adapter import ActionSchema, InvalidAction, Server, observation_text  # noqa: E402
 from rlvr.envs.openenv_guess_number import GuessAction, GuessNumberEnvironment, GuessObservation  # noqa: E402
 from rlvr.envs.task import EnvTask  # noqa: E402
 from rlvr.errors import ConfigError, RlvrError  # noqa: E402
@@ -137,6 +137,16 @@ def test_a_reply_becomes_an_action_by_the_schema():
     with pytest.raises(InvalidAction, match="no JSON object"):
         move.parse("left")  # two fields: a JSON object only
     assert "JSON object" in move.expected and "direction" in move.expected
+
+
+def test_observations_render_as_one_message():
+    assert observation_text({"message": "higher"}, None) == "higher"  # the only field
+    assert observation_text({"board": [[0, 1]], "turn": "x"}, None) == '{"board": [[0, 1]], "turn": "x"}'
+    assert observation_text({"board": [[0, 1]], "turn": "x"}, "turn") == "x"
+    with pytest.raises(RlvrError, match="no field 'grid'.*board, turn"):
+        observation_text({"board": [[0, 1]], "turn": "x"}, "grid")
+    env = game(**openenv_args(opening="prompt")).make_env(make_task("guess_number", 0, {"high": 20}).problem("eval", 0))
+    assert env.reset() == [{"role": "user", "content": "Guess my number from 1 to 20."}]  # the problem's own prompt
 
 
 def test_an_action_schema_rlvr_cannot_parse_into_is_named_at_start():
