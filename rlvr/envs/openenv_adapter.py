@@ -383,7 +383,8 @@ class Failures:
 
 @ENVIRONMENTS.register("openenv")
 class OpenEnvEnvironment(Environment):
-    """An OpenEnv environment's episode (see the module docstring; docs/environments.md "OpenEnv").
+    """An OpenEnv environment (pip install 'rlvr[openenv]') in process, served on 127.0.0.1 by OpenEnv's app factory,
+    or at a base URL: each reply parsed into its Action, each observation the next message (docs/environments.md).
 
     Args: environment ('module:Class', an openenv Environment subclass) or base_url (a running server); mode
     (in_process | served, with environment); env_args (the class's constructor arguments); action / observation
