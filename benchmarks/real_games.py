@@ -4,6 +4,8 @@ every token against GiGPO's turn-level credit (docs/results.md, "Feedback a poli
 
     python benchmarks/real_games.py samples --game guess_number [--problems 16] [--samples 8]
     python benchmarks/real_games.py train --game guess_number --credits episode gigpo --seeds 0 1 2
+    python benchmarks/real_games.py train --game guess_number --credits episode --seeds 0 \
+        --recipe recipes/smollm2_guess_number_openenv.yaml --output runs/real_games_openenv
     python benchmarks/real_games.py summary --game guess_number [--plot docs/img/real_guess_number.png]
 
 `train` runs `rlvr train recipes/smollm2_<game>.yaml seed=S` (and `algorithm.turn_credit=gigpo` for gigpo), seed
@@ -191,7 +193,7 @@ def train(args) -> None:
                 print(f"{args.game} {credit} seed {seed}: finished earlier, kept ({out / f'seed{seed}.json'})")
                 continue
             load, t0, resumed = load_average(), time.perf_counter(), has_checkpoints(run_dir)
-            train_resumably([str(recipe(args.game)), f"seed={seed}", *CREDITS[credit],
+            train_resumably([args.recipe or str(recipe(args.game)), f"seed={seed}", *CREDITS[credit],
                              *([f"steps={args.steps}"] if args.steps else []), *args.set], run_dir,
                             out / f"seed{seed}.log")
             result = {"game": args.game, "credit": credit, "seed": seed, "commit": commit(), "resumed": resumed,
@@ -253,7 +255,7 @@ def summary(args) -> None:
     if args.game == "guess_number":
         print_sampled_directions(by_credit)
     if args.plot:
-        plot(results, args.game, Path(args.plot))
+        plot(results, args.game, Path(args.plot), args.title)
 
 
 def print_sampled_directions(by_credit: dict[str, list[dict]]) -> None:
@@ -276,16 +278,20 @@ def print_sampled_directions(by_credit: dict[str, list[dict]]) -> None:
               " | ".join(f"{shares(0, reply)} -> {shares(-1, reply)}" for reply in replies) + " |")
 
 
-def plot(results: list[dict], game: str, path: Path) -> None:
+def plot(results: list[dict], game: str, path: Path, subtitle: str = "") -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     keys = GAMES[game]
-    panels = (("sampled", "success within the turn budget\n(sampled held-out games)", 100),
-              ("turns", "turns to success", 1), ("feedback", keys["feedback_name"], 100))
-    fig, axes = plt.subplots(1, 4 if game == "guess_number" else 3, figsize=(18 if game == "guess_number" else 14, 4))
+    panels = [(key, title, scale) for key, title, scale in (
+        ("sampled", "success within the turn budget\n(sampled held-out games)", 100),
+        ("greedy", "success within the turn budget\n(greedy held-out games)", 100),
+        ("turns", "turns to success", 1), ("feedback", keys["feedback_name"], 100))
+        if any(p.get(key) is not None for r in results for p in r["eval"])]  # OpenEnv's game logs no turns, feedback
+    extra = game == "guess_number"
+    fig, axes = plt.subplots(1, len(panels) + extra, figsize=(4.5 * (len(panels) + extra), 4))
     colors = {"episode": "tab:blue", "gigpo": "tab:orange"}
     for credit in dict.fromkeys(r["credit"] for r in results):
         mine = [r for r in results if r["credit"] == credit]
@@ -293,31 +299,32 @@ def plot(results: list[dict], game: str, path: Path) -> None:
             for r in mine:
                 points = [(p["step"], scale * p[key]) for p in r["eval"] if p.get(key) is not None]
                 ax.plot(*zip(*points), color=colors[credit], alpha=0.35, linewidth=1)
-            steps = sorted({p["step"] for r in mine for p in r["eval"]})
-            means = [statistics.mean(scale * p[key] for r in mine for p in r["eval"]
-                                     if p["step"] == s and p.get(key) is not None) for s in steps]
-            ax.plot(steps, means, color=colors[credit], marker="o", linewidth=2,
+            values = {s: [scale * p[key] for r in mine for p in r["eval"] if p["step"] == s and p.get(key) is not None]
+                      for s in sorted({p["step"] for r in mine for p in r["eval"]})}
+            steps = [s for s, v in values.items() if v]  # an environment without the metric (OpenEnv's game): none
+            ax.plot(steps, [statistics.mean(values[s]) for s in steps], color=colors[credit], marker="o", linewidth=2,
                     label=f"{credit if credit != 'episode' else 'episode reward (GRPO)'}, mean of {len(mine)} seeds")
             ax.set_title(title)
             ax.set_xlabel("GRPO step")
             ax.grid(alpha=0.3)
-        if game == "guess_number":
+        if extra:
             for reply, style in (("higher", ":"), ("lower", "-")):
                 buckets = [p["step"] for p in mine[0]["sampled_directions"]]
                 means = [statistics.mean(100 * r["sampled_directions"][i][f"follows_{reply}"] for r in mine
                                          if r["sampled_directions"][i][f"follows_{reply}"] is not None)
                          for i in range(len(buckets))]
-                axes[3].plot(buckets, means, color=colors[credit], linestyle=style, marker="o",
+                axes[-1].plot(buckets, means, color=colors[credit], linestyle=style, marker="o",
                              label=f"{credit}: guess {'above' if reply == 'higher' else 'below'} after \"{reply}\"")
-            axes[3].set_title("sampled training games: the next guess\nmoves the way the reply said (per 10 steps)")
-            axes[3].set_xlabel("GRPO step")
-            axes[3].set_ylabel("%")
-            axes[3].grid(alpha=0.3)
-            axes[3].legend(fontsize=8)
-    axes[0].set_ylabel("%")
-    axes[2].set_ylabel("%")
+            axes[-1].set_title("sampled training games: the next guess\nmoves the way the reply said (per 10 steps)")
+            axes[-1].set_xlabel("GRPO step")
+            axes[-1].set_ylabel("%")
+            axes[-1].grid(alpha=0.3)
+            axes[-1].legend(fontsize=8)
+    for ax, (_, _, scale) in zip(axes, panels):
+        ax.set_ylabel("%" if scale == 100 else "")
     axes[0].legend(fontsize=8)
-    fig.suptitle(f"SmolLM2-135M-Instruct, {game.replace('_', ' ')}: episode reward vs GiGPO (thin: seeds)")
+    credits = " vs ".join({"episode": "episode reward", "gigpo": "GiGPO"}[c] for c in dict.fromkeys(r["credit"] for r in results))
+    fig.suptitle(f"SmolLM2-135M-Instruct, {game.replace('_', ' ')}{subtitle}: {credits} (thin: seeds)")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)
@@ -338,12 +345,15 @@ def main() -> None:
     t.add_argument("--credits", nargs="+", choices=list(CREDITS), default=list(CREDITS))
     t.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     t.add_argument("--steps", type=int, default=None)
+    t.add_argument("--recipe", default=None, help="another recipe of the game (default recipes/smollm2_<game>.yaml), "
+                   "e.g. recipes/smollm2_guess_number_openenv.yaml; give it its own --output")
     t.add_argument("--output", default="runs/real_games")
     t.add_argument("--set", nargs="*", default=[], help="more recipe overrides")
     m = sub.add_parser("summary")
     m.add_argument("--game", choices=list(GAMES), required=True)
     m.add_argument("--output", default="runs/real_games")
     m.add_argument("--plot", default=None)
+    m.add_argument("--title", default="", help="added to the plot's title after the game's name")
     args = parser.parse_args()
     {"samples": samples, "train": train, "summary": summary}[args.command](args)
 

@@ -122,6 +122,20 @@ def assert_policy_runs_were_sampled(prompt: list[int], token_ids: list[int], pol
         start = end
 
 
+def assert_rollout_logprobs_match_a_full_forward(model, batch) -> None:
+    """The logprobs recorded while sampling equal one forward over each whole episode at the policy's tokens, and
+    environment tokens carry none (there are some)."""
+    from rlvr.models.logprobs import completion_logprobs
+
+    with torch.no_grad():
+        logp, _ = completion_logprobs(model, batch.input_ids, batch.attention_mask, batch.completion_width, 1.0)
+    mask = batch.completion_mask.bool()
+    env_tokens = batch.attention_mask[:, -batch.completion_width :].bool() & ~mask
+    assert env_tokens.any()
+    assert torch.allclose(logp[mask], batch.rollout_logprobs[mask], atol=1e-4)
+    assert (batch.rollout_logprobs[env_tokens] == 0).all()
+
+
 def rlvr_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "rlvr", *args]
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 import torch
-from conftest import assert_policy_runs_were_sampled
+from conftest import assert_policy_runs_were_sampled, assert_rollout_logprobs_match_a_full_forward
 
 from rlvr.algorithms import KL_ESTIMATORS, POLICY_LOSSES
 from rlvr.algorithms.advantages import discounted_returns
@@ -19,7 +19,6 @@ from rlvr.envs.render import ChatRenderer
 from rlvr.envs.task import EnvTask
 from rlvr.errors import ConfigError
 from rlvr.models.loading import build_tiny_model, train_tokenizer
-from rlvr.models.logprobs import completion_logprobs
 from rlvr.models.prompts import PromptEncoder
 from rlvr.rollout import SamplingParams, group_generator
 from rlvr.rollout.episodes import EpisodeRunner
@@ -139,13 +138,7 @@ def test_policy_logprobs_match_a_full_forward_over_the_episode(chat_policy):
     torch.manual_seed(2)
     _, prompts, groups = play(model, tok, env_task(max_turns=3, max_tokens=40))
     batch = RolloutBatch.from_completions(prompts, groups, tok.pad_token_id, [{}] * len(groups))
-    with torch.no_grad():
-        logp, _ = completion_logprobs(model, batch.input_ids, batch.attention_mask, batch.completion_width, 1.0)
-    mask = batch.completion_mask.bool()
-    env_tokens = batch.attention_mask[:, -batch.completion_width :].bool() & ~mask
-    assert env_tokens.any()
-    assert torch.allclose(logp[mask], batch.rollout_logprobs[mask], atol=1e-4)
-    assert (batch.rollout_logprobs[env_tokens] == 0).all()
+    assert_rollout_logprobs_match_a_full_forward(model, batch)
 
 
 def _gradients(model, batch: RolloutBatch) -> list[torch.Tensor]:

@@ -9,6 +9,7 @@ from rlvr.envs import (  # noqa: F401  (register the built-ins)
     frozen_lake,
     guess_number,
     kuhn_poker,
+    openenv_adapter,
     skyrl_adapter,
     tictactoe,
     tool_use,
