@@ -2,9 +2,9 @@
 (guess-the-number's "higher"/"lower", FrozenLake's grid after each move), trained by GRPO with the episode reward on
 every token against GiGPO's turn-level credit (docs/results.md, "Feedback a policy learns to use").
 
-    python benchmarks/real_games.py samples --game guess_number [--problems 16] [--samples 8]
-    python benchmarks/real_games.py train --game guess_number --credits episode gigpo --seeds 0 1 2
-    python benchmarks/real_games.py summary --game guess_number [--plot docs/img/real_guess_number.png]
+    python -m benchmarks.real_games samples --game guess_number [--problems 16] [--samples 8]
+    python -m benchmarks.real_games train --game guess_number --credits episode gigpo --seeds 0 1 2
+    python -m benchmarks.real_games summary --game guess_number [--plot docs/img/real_guess_number.png]
 
 `train` runs `rlvr train recipes/smollm2_<game>.yaml seed=S` (and `algorithm.turn_credit=gigpo` for gigpo), seed
 by seed, and reads, per held-out evaluation (every 10 steps, step 0 the base model): success within the turn budget
@@ -27,7 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-from real_model import (
+from benchmarks.common import (
     ROOT,
     commit,
     has_checkpoints,
@@ -37,7 +37,6 @@ from real_model import (
     sample_episodes,
     train_resumably,
 )
-
 from rlvr.tracking.jsonl import read_jsonl
 
 GAMES = {

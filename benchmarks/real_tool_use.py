@@ -1,12 +1,12 @@
 """Tool use on a real chat model without SFT: does GRPO alone teach SmolLM2-135M-Instruct to call a calculator?
 (recipes/smollm2_tool_use.yaml, docs/results.md "Tool use on a real model")
 
-    python benchmarks/real_tool_use.py samples [--problems 24] [--samples 8]          # what the base model writes
-    python benchmarks/real_tool_use.py train --arm rl --seeds 0 1 2 [--output runs/real_tool_use]
-    python benchmarks/real_tool_use.py train --arm demo --seeds 0 1 2
-    python benchmarks/real_tool_use.py train --arm format --seeds 0 1 2
-    python benchmarks/real_tool_use.py train --arm sft --seeds 0 1 2
-    python benchmarks/real_tool_use.py summary [--output runs/real_tool_use] [--plot docs/img/real_tool_use.png]
+    python -m benchmarks.real_tool_use samples [--problems 24] [--samples 8]          # what the base model writes
+    python -m benchmarks.real_tool_use train --arm rl --seeds 0 1 2 [--output runs/real_tool_use]
+    python -m benchmarks.real_tool_use train --arm demo --seeds 0 1 2
+    python -m benchmarks.real_tool_use train --arm format --seeds 0 1 2
+    python -m benchmarks.real_tool_use train --arm sft --seeds 0 1 2
+    python -m benchmarks.real_tool_use summary [--output runs/real_tool_use] [--plot docs/img/real_tool_use.png]
 
 Arms (each from the base model, the recipe otherwise unchanged):
 - `rl`: the recipe: the tool described in the system prompt with one example call, the math verifier the only reward;
@@ -36,10 +36,9 @@ import sys
 import time
 from pathlib import Path
 
-from real_model import (
+from benchmarks.common import (
     ROOT,
     commit,
-    exact_correct,
     has_checkpoints,
     load_average,
     mean_sd,
@@ -49,7 +48,7 @@ from real_model import (
     sample_episodes,
     train_resumably,
 )
-
+from benchmarks.real_model import exact_correct
 from rlvr.tracking.jsonl import read_jsonl
 
 RECIPE = ROOT / "recipes" / "smollm2_tool_use.yaml"

@@ -1,11 +1,11 @@
 """Self-play on the real model (docs/self_play.md, docs/results.md): Absolute Zero and SPIRAL-style games on
 SmolLM2-135M-Instruct, each seed one `rlvr train` of a recipe, measured apart from the training reward.
 
-    python benchmarks/self_play.py heldout                       # every held-out answer, run again in the sandbox
-    python benchmarks/self_play.py azr [--seeds 0 1 2] [--out runs/self_play] [key=value ...]
-    python benchmarks/self_play.py games --game tictactoe [--seeds 0 1 2] [--out runs/self_play] [key=value ...]
-    python benchmarks/self_play.py games --game kuhn_poker [--seeds 0 1 2] [--out runs/self_play] [key=value ...]
-    python benchmarks/self_play.py summary [--out runs/self_play] [--plots docs/img]
+    python -m benchmarks.self_play heldout                       # every held-out answer, run again in the sandbox
+    python -m benchmarks.self_play azr [--seeds 0 1 2] [--out runs/self_play] [key=value ...]
+    python -m benchmarks.self_play games --game tictactoe [--seeds 0 1 2] [--out runs/self_play] [key=value ...]
+    python -m benchmarks.self_play games --game kuhn_poker [--seeds 0 1 2] [--out runs/self_play] [key=value ...]
+    python -m benchmarks.self_play summary [--out runs/self_play] [--plots docs/img]
 
 `azr` trains recipes/absolute_zero.yaml per seed. Held-out accuracy (120 program-output questions written apart from
 the proposer, greedy, every evaluation's completions logged) is read twice: the run's own verdicts, and an exact
@@ -43,9 +43,8 @@ import time
 from fractions import Fraction
 from pathlib import Path
 
-from real_model import mean_sd
+from benchmarks.common import ROOT, cell, mean, spread, step_windows, window_mean
 
-ROOT = Path(__file__).resolve().parent.parent
 RECIPES = {"azr": "absolute_zero.yaml", "tictactoe": "tictactoe_self_play.yaml",
            "kuhn_poker": "kuhn_poker_self_play.yaml"}
 HELDOUT = ROOT / "rlvr" / "recipes" / "data" / "program_outputs.jsonl"
@@ -110,7 +109,6 @@ def exact_correct(reply: str, expected) -> bool:
 def heldout() -> None:
     """Every held-out question's stated output against running its program, in the rlvr sandbox and in a plain
     subprocess."""
-    sys.path.insert(0, str(ROOT))
     from rlvr.tasks.program_io import checked_outputs, same_value
 
     rows = read_jsonl(HELDOUT)
@@ -225,7 +223,6 @@ def kuhn_exact_values(model_dir: str, max_new_tokens: int) -> dict:
     """Expected chips per hand of the model's greedy play against Kuhn's equilibrium player (alpha 1/6), per seat,
     exactly: its greedy reply (at most `max_new_tokens`, as in training) at each information set, then every deal and
     every equilibrium branch."""
-    sys.path.insert(0, str(ROOT))
     import random
 
     from rlvr.envs.kuhn_poker import KuhnPoker
@@ -313,7 +310,6 @@ def as_player2(strategy: dict, theirs: str, mine: str) -> Fraction:
 def against_checkpoint(game: str, run: Path, model_dir: str, opponent_dir: str, matches: int) -> dict:
     """Win-or-draw (TicTacToe) or win (Kuhn) rate and chips per seat of `model_dir`'s greedy play against a frozen
     `opponent_dir` (sampled at temperature 1): the trainer's evaluation with eval_opponent set to it."""
-    sys.path.insert(0, str(ROOT))
     from rlvr.config import load_config
     from rlvr.evaluation.evaluate import eval_settings, evaluate_model
 
@@ -327,7 +323,6 @@ def against_checkpoint(game: str, run: Path, model_dir: str, opponent_dir: str, 
 
 
 def starting_model() -> str:
-    sys.path.insert(0, str(ROOT))
     from rlvr.config import ModelConfig
     from rlvr.models.loading import model_source
 
@@ -379,33 +374,6 @@ def minutes(out: Path, kind: str, seed: int) -> float:
     return sum(r.get("perf/step_s", 0.0) for r in read_jsonl(out / kind / f"seed{seed}" / "metrics.jsonl")) / 60
 
 
-def mean(values):
-    values = [v for v in values if v is not None and v == v]
-    return sum(values) / len(values) if values else float("nan")
-
-
-def window(points, first: bool, size: int = 10):
-    values = [v for _, v in points]
-    return mean(values[:size] if first else values[-size:])
-
-
-def cell(value, fmt: str) -> str:
-    """One seed's figure: a number, or a (start, end) pair written 'start -> end'."""
-    if isinstance(value, tuple):
-        return " -> ".join(cell(v, fmt) for v in value)
-    return "n/a" if value is None or value != value else format(value, fmt)
-
-
-def spread(values: list, fmt: str) -> str:
-    """The seeds' mean ± sample standard deviation of one column (per side of a 'start -> end' pair)."""
-    if isinstance(values[0], tuple):
-        return " -> ".join(spread([v[i] for v in values], fmt) for i in range(len(values[0])))
-    values = [v for v in values if v is not None and v == v]
-    if len(values) < 2:
-        return cell(values[0] if values else None, fmt)
-    return mean_sd(values, lambda v: format(v, fmt))
-
-
 def print_table(title: str, columns: list[tuple], runs: dict, out: Path, kind: str) -> None:
     """A markdown table: one row per seed, then the mean ± sd over the seeds; columns are (header, format,
     figures -> value), followed by each run's minutes of steps."""
@@ -421,6 +389,13 @@ def print_table(title: str, columns: list[tuple], runs: dict, out: Path, kind: s
               + " | ".join(spread([row[i] for row in values.values()], c[1]) for i, c in enumerate(columns)) + " |")
 
 
+def trend_windows(figures: dict) -> tuple[range, range]:
+    """A run's first and last 10 training steps by step number (`step_windows`), the run's last step being the last
+    with a logged proposal figure."""
+    last = max(s for key in ("valid", "program_lines", "fresh_solve_rate", "learnability") for s, _ in figures[key])
+    return step_windows(last, 10)
+
+
 def first_last(evals: dict, read) -> tuple:
     """A figure at a run's first and last evaluation."""
     steps = sorted(evals, key=int)
@@ -433,9 +408,11 @@ def summary(out: Path, plots: Path | None) -> None:
 
     azr = load("azr")
     if azr:
-        trend = lambda key: lambda f: (window(f[key], True), window(f[key], False))  # noqa: E731
-        print_table("Absolute Zero: held-out accuracy (120 questions, greedy), proposer's tasks (first 10 -> last 10 "
-                    "steps)", [
+        def trend(key):
+            return lambda f: tuple(window_mean(f[key], steps) for steps in trend_windows(f))
+
+        print_table("Absolute Zero: held-out accuracy (120 questions, greedy), proposer's tasks (steps 1-10 -> the "
+                    "last 10 steps)", [
                         ("held-out, exact check", ".1%", lambda f: first_last(f["eval"], lambda e: e["exact"])),
                         ("held-out, run's verifier", ".1%", lambda f: first_last(f["eval"], lambda e: e["verifier"])),
                         ("best exact", ".1%", lambda f: max(e["exact"] for e in f["eval"].values())),

@@ -3,14 +3,8 @@ environments, they are what the published agent figures are measured by (docs/re
 
 from __future__ import annotations
 
-import sys
-
-from conftest import ROOT
-
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-from real_games import guess_solved, lake_solved  # noqa: E402
-from real_tool_use import episode_measures  # noqa: E402
+from benchmarks.real_games import guess_solved, lake_solved
+from benchmarks.real_tool_use import episode_measures
 
 QUESTION = "What is 518 * 632?"
 
@@ -57,7 +51,7 @@ def test_frozen_lake_walks_each_turn_s_first_move_and_a_hole_ends_the_walk():
 
 
 def test_guess_directions_tell_counting_upward_from_reading_the_replies():
-    from real_games import guess_directions
+    from benchmarks.real_games import guess_directions
 
     counting = conversation(("assistant", "1"), ("user", "higher"), ("assistant", "2"), ("user", "higher"),
                             ("assistant", "3"), ("user", "lower"), ("assistant", "4"))
@@ -70,7 +64,7 @@ def test_guess_directions_tell_counting_upward_from_reading_the_replies():
 def test_sampled_directions_pool_the_training_games_per_ten_steps(tmp_path):
     import json
 
-    from real_games import sampled_directions
+    from benchmarks.real_games import sampled_directions
 
     up = conversation(("assistant", "1"), ("user", "higher"), ("assistant", "2"), ("user", "lower"), ("assistant", "3"))
     down = conversation(("assistant", "10"), ("user", "lower"), ("assistant", "4"))
