@@ -5,6 +5,7 @@ every token against GiGPO's turn-level credit (docs/results.md, "Feedback a poli
     python -m benchmarks.real_games samples --game guess_number [--problems 16] [--samples 8]
     python -m benchmarks.real_games train --game guess_number --credits episode gigpo --seeds 0 1 2
     python -m benchmarks.real_games summary --game guess_number [--plot docs/img/real_guess_number.png]
+    python -m benchmarks.real_games baselines --game guess_number     # the baselines the summary prints
 
 `train` runs `rlvr train recipes/smollm2_<game>.yaml seed=S` (and `algorithm.turn_credit=gigpo` for gigpo), seed
 by seed, and reads, per held-out evaluation (every 10 steps, step 0 the base model): success within the turn budget
@@ -249,10 +250,25 @@ def summary(args) -> None:
         print(f"| {credit} | mean ± sd ({len(mine)} seeds) | " + " | ".join(ends) + " | |")
     disagreements = sum(p.get("disagree", 0) for r in results for p in r["eval"])
     print(f"greedy games where the exact check and the run's verdict disagree: {disagreements}")
+    print_baselines(args.game)
     if args.game == "guess_number":
         print_sampled_directions(by_credit)
     if args.plot:
         plot(results, args.game, Path(args.plot))
+
+
+def print_baselines(game: str) -> None:
+    """The simple baselines on the same held-out games as the table above (rlvr.evaluation.baselines)."""
+    from rlvr.evaluation import baselines as b
+
+    if game != "guess_number":
+        print("\nBaselines: the base model (step 0, the table's first figure).")
+        return
+    best = b.best_blind_order(b.guess_number_secrets())
+    print(f"\nBaselines on the same 40 held-out secrets (success within 5 guesses): the best blind guesses {best}: "
+          f"{float(b.guess_number_success(b.blind_guesses(best))):.1%}; counting 1-5: "
+          f"{float(b.guess_number_success(b.blind_guesses([1, 2, 3, 4, 5]))):.1%}; binary search: "
+          f"{float(b.guess_number_success(b.binary_search)):.1%}")
 
 
 def print_sampled_directions(by_credit: dict[str, list[dict]]) -> None:
@@ -343,8 +359,11 @@ def main() -> None:
     m.add_argument("--game", choices=list(GAMES), required=True)
     m.add_argument("--output", default="runs/real_games")
     m.add_argument("--plot", default=None)
+    b = sub.add_parser("baselines")
+    b.add_argument("--game", choices=list(GAMES), required=True)
     args = parser.parse_args()
-    {"samples": samples, "train": train, "summary": summary}[args.command](args)
+    {"samples": samples, "train": train, "summary": summary,
+     "baselines": lambda a: print_baselines(a.game)}[args.command](args)
 
 
 if __name__ == "__main__":

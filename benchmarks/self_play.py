@@ -6,6 +6,7 @@ SmolLM2-135M-Instruct, each seed one `rlvr train` of a recipe, measured apart fr
     python -m benchmarks.self_play games --game tictactoe [--seeds 0 1 2] [--out runs/self_play] [key=value ...]
     python -m benchmarks.self_play games --game kuhn_poker [--seeds 0 1 2] [--out runs/self_play] [key=value ...]
     python -m benchmarks.self_play summary [--out runs/self_play] [--plots docs/img]
+    python -m benchmarks.self_play baselines                     # the baselines the summary prints
 
 `azr` trains recipes/absolute_zero.yaml per seed. Held-out accuracy (120 program-output questions written apart from
 the proposer, greedy, every evaluation's completions logged) is read twice: the run's own verdicts, and an exact
@@ -421,6 +422,7 @@ def summary(out: Path, plots: Path | None) -> None:
                         ("solver on fresh tasks", ".2f", trend("fresh_solve_rate")),
                         ("learnability", ".2f", trend("learnability")),
                     ], azr, out, "azr")
+        print_baselines("azr")
         if plots:
             plot_azr(azr, plots / "self_play_azr.png")
     for game in ("tictactoe", "kuhn_poker"):
@@ -446,8 +448,34 @@ def summary(out: Path, plots: Path | None) -> None:
                          lambda f, s=s: first_last(f["referee"], lambda e: e[f"seat{s}"]["referee"])) for s in (0, 1)]
         print_table(f"{game}: held-out matches (first -> last evaluation), starting model -> final model",
                     columns, runs, out, game)
+        print_baselines(game)
         if plots:
             plot_game(game, runs, plots / f"self_play_{game}.png")
+
+
+def print_baselines(kind: str) -> None:
+    """The simple baselines on the same held-out set as the table above (rlvr.evaluation.baselines)."""
+    from rlvr.evaluation import baselines as b
+
+    print(f"\nBaselines, {kind}, on the same held-out set:")
+    if kind == "azr":
+        rows = read_jsonl(HELDOUT)
+        best, hits, per_family = b.constant_solved(rows)
+        print(f"- echo the input: {b.echo_solved(rows)}/{len(rows)}; the best constant answer ({best}): "
+              f"{hits}/{len(rows)}; the best constant per family: {per_family}/{len(rows)}")
+    elif kind == "tictactoe":
+        for name, policy in (("random legal player", b.random_legal), ("lowest empty square", b.lowest_empty)):
+            exact = [b.tictactoe_vs_random(policy, seat) for seat in (0, 1)]
+            heldout = b.tictactoe_heldout(policy)
+            print(f"- {name} vs the random player, win-or-draw seat 0 / seat 1: exactly {float(exact[0]):.3f} / "
+                  f"{float(exact[1]):.3f}; on the 60 held-out matches {float(heldout['seat0']):.3f} / "
+                  f"{float(heldout['seat1']):.3f}")
+    else:
+        for name, strategy in (("random legal player", b.kuhn_random), ("bet or call with the king only",
+                                                                        b.kuhn_king_only)):
+            print(f"- {name} vs the equilibrium player, exact chips per hand seat 0 / seat 1: "
+                  f"{float(b.kuhn_value(strategy, 0)):+.3f} / {float(b.kuhn_value(strategy, 1)):+.3f}")
+        print(f"- the game's value: {-1 / 18:+.3f} / {1 / 18:+.3f}")
 
 
 def plot_azr(runs: dict, path: Path) -> None:
@@ -513,7 +541,7 @@ def plot_game(game: str, runs: dict, path: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["heldout", "azr", "games", "summary"])
+    parser.add_argument("command", choices=["heldout", "azr", "games", "summary", "baselines"])
     parser.add_argument("--game", choices=["tictactoe", "kuhn_poker"])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "self_play")
@@ -529,6 +557,9 @@ def main() -> None:
         if args.game is None:
             parser.error("games needs --game tictactoe or --game kuhn_poker")
         run_seeds(args.game, args.seeds, args.out, args.overrides, args.vs_checkpoint)
+    elif args.command == "baselines":
+        for kind in ("azr", "tictactoe", "kuhn_poker"):
+            print_baselines(kind)
     else:
         summary(args.out, args.plots)
 
