@@ -259,7 +259,7 @@ class Trainer:
         labels = [t.label for t in self.tasks]
         spans, span_metrics = self.process_rewards.token_rewards(trained, self.tokenizer, batch.completion_width,
                                                                  labels)
-        self.advantage_history = assign_advantages(batch, self.cfg.algorithm, labels,
+        self.advantage_history, credit_metrics = assign_advantages(batch, self.cfg.algorithm, labels,
                                                    self.advantage_history, self.kl_coef, self._reference_logprobs,
                                                    [c for g in trained for c in g.completions], spans)
         outcomes = self._observe(step.generated, trained, batch)
@@ -270,6 +270,7 @@ class Trainer:
             metrics["perf/ref_logprob_s"] = self.ref_logprob_s
         metrics.update(step.metrics)
         metrics.update(span_metrics)
+        metrics.update(credit_metrics)
         return batch, metrics
 
     def _observe(self, generated: list[Group], trained: list[Group], batch: RolloutBatch) -> list[GroupOutcome]:
