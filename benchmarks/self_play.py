@@ -8,10 +8,13 @@ SmolLM2-135M-Instruct, each seed one `rlvr train` of a recipe, measured apart fr
     python -m benchmarks.self_play summary [--out runs/self_play] [--plots docs/img]
     python -m benchmarks.self_play baselines                     # the baselines the summary prints
 
-`azr` trains recipes/absolute_zero.yaml per seed. Held-out accuracy (120 program-output questions written apart from
-the proposer, greedy, every evaluation's completions logged) is read twice: the run's own verdicts, and an exact
+`azr` trains recipes/absolute_zero.yaml per seed. Held-out accuracy (114 program-output questions written apart from
+the proposer and disjoint from every program the solver trains on, greedy, every evaluation's completions logged; a
+run made before the 6 questions about the seed program were left out is read on the same 114) is read twice: the run's own verdicts, and an exact
 check written here: the program is run in a plain subprocess on its input (the held-out programs are ours) and the
-reply's last fenced block (else the reply) must be that value (ast.literal_eval, or the text for a string). The
+reply's last line `Output: <value>` (the form the prompt asks for; stricter than the verifier, which also reads a
+value inside a sentence, a fenced block or a bare reply) must be that value (ast.literal_eval, or the text for a
+string). The
 proposer's side comes from the run's metrics: per step, the share of valid proposals, the mean lines of the fresh
 valid programs, the solver's success on them and the learnability they earned.
 
@@ -49,7 +52,6 @@ from benchmarks.common import ROOT, cell, mean, spread, step_windows, window_mea
 RECIPES = {"azr": "absolute_zero.yaml", "tictactoe": "tictactoe_self_play.yaml",
            "kuhn_poker": "kuhn_poker_self_play.yaml"}
 HELDOUT = ROOT / "rlvr" / "recipes" / "data" / "program_outputs.jsonl"
-FENCE = re.compile(r"```[^\n]*\n(.*?)```", re.DOTALL)
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -84,21 +86,29 @@ def program_value(program: str, arguments: str):
     return ast.literal_eval(done.stdout.strip())
 
 
+NO_ANSWER = object()  # a reply that states no value in the asked form
+
+
 def reply_value(reply: str):
-    """The value a reply states, read as the prompt asks: a ```output block, else the last 'Output:' line, else the
-    last fenced block that is not code, else the whole reply (a literal, or the text for a string)."""
-    tagged = re.findall(r"```output[ \t]*\n(.*?)```", reply, re.DOTALL)
-    lines = [m.strip().strip("`").strip() for m in re.findall(r"(?i)\boutput\s*:[ \t]*([^\n]*)", reply)]
-    lines = [line for line in lines if line]
-    blocks = [b for b in FENCE.findall(reply) if "def f(" not in b]
-    text = (tagged[-1] if tagged else lines[-1] if lines else blocks[-1] if blocks else reply).strip()
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        return text
+    """The value a reply states in the form the prompt asks for, "a line `Output: <the value>`", read apart from
+    rlvr's verifier and stricter than it: the last line that, backticks and spaces aside, begins with 'Output:'; its
+    rest as a Python literal, else as the text (a string written without quotes). NO_ANSWER when no line has that
+    form (the verifier also takes 'output:' inside a sentence, a ```output block, the last fenced block or the whole
+    reply: tests/test_agent_benchmark_checks.py lists where the two part)."""
+    for line in reversed(reply.splitlines()):
+        line = line.strip().strip("`").strip()
+        if line[:7].lower() == "output:":
+            text = line[7:].strip().strip("`").strip()
+            try:
+                return ast.literal_eval(text)
+            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+                return text
+    return NO_ANSWER
 
 
 def exact_correct(reply: str, expected) -> bool:
+    """The reply states `expected` (a bool only as a bool, a number as any equal number, else equal and of its
+    type)."""
     got = reply_value(reply)
     if isinstance(got, bool) or isinstance(expected, bool):
         return type(got) is type(expected) and got == expected
@@ -124,6 +134,8 @@ def azr_figures(run: Path) -> dict:
     values = {r["id"]: program_value(r["program"], r["input"]) for r in read_jsonl(HELDOUT)}
     evals: dict[int, dict] = {}
     for row in read_jsonl(run / "eval_completions.jsonl"):
+        if row["uid"] not in values:  # a question no longer held out (it asked about the seed program)
+            continue
         e = evals.setdefault(row["step"], {"n": 0, "verifier": 0, "exact": 0})
         e["n"] += 1
         e["verifier"] += bool(row["correct"])
@@ -412,7 +424,7 @@ def summary(out: Path, plots: Path | None) -> None:
         def trend(key):
             return lambda f: tuple(window_mean(f[key], steps) for steps in trend_windows(f))
 
-        print_table("Absolute Zero: held-out accuracy (120 questions, greedy), proposer's tasks (steps 1-10 -> the "
+        print_table("Absolute Zero: held-out accuracy (114 questions, greedy), proposer's tasks (steps 1-10 -> the "
                     "last 10 steps)", [
                         ("held-out, exact check", ".1%", lambda f: first_last(f["eval"], lambda e: e["exact"])),
                         ("held-out, run's verifier", ".1%", lambda f: first_last(f["eval"], lambda e: e["verifier"])),

@@ -3,6 +3,8 @@ environments, they are what the published agent figures are measured by (docs/re
 
 from __future__ import annotations
 
+import ast
+
 from benchmarks.real_games import guess_solved, lake_solved
 from benchmarks.real_tool_use import episode_measures
 
@@ -74,3 +76,31 @@ def test_sampled_directions_pool_the_training_games_per_ten_steps(tmp_path):
     assert (first["steps"], first["follows_higher"], first["follows_lower"], first["lower_replies"]) == \
         ("1-10", 1.0, 0.5, 2)
     assert (second["steps"], second["follows_higher"], second["follows_lower"]) == ("11-20", None, 1.0)
+
+
+def verifier_pays(reply: str, expected_repr: str) -> bool:
+    """Absolute Zero's deduction verdict as the training reward reads it (rlvr.tasks.program_io)."""
+    from rlvr.tasks.program_io import same_value, stated_value
+
+    return same_value(expected_repr, stated_value(reply, "output"))
+
+
+def test_absolute_zero_s_exact_check_agrees_with_the_verifier_on_the_asked_form():
+    from benchmarks.self_play import exact_correct
+
+    asked = [("Output: 26", "26", True), ("f adds 3, so\nOutput: 26", "26", True), ("Output: `[1, 2]`", "[1, 2]", True),
+             ("Output: 'WORLD'", "'WORLD'", True), ("Output: WORLD", "'WORLD'", True), ("Output: 25", "26", False),
+             ("Output: True", "1", False), ("output: 2.0", "2", True), ("Output: 1\nOutput: 2", "2", True)]
+    for reply, expected, right in asked:
+        assert exact_correct(reply, ast.literal_eval(expected)) is right, reply
+        assert verifier_pays(reply, expected) is right, reply
+
+
+def test_absolute_zero_s_exact_check_refuses_what_only_the_lenient_verifier_reads():
+    """The replies where the two part: the verifier also reads a value inside a sentence, in a ```output block, in
+    the last fenced block, or a bare reply; the exact check takes only the asked line `Output: <value>`."""
+    from benchmarks.self_play import exact_correct
+
+    lenient = ["26", "```\n26\n```", "```output\n26\n```", "So the output: 26"]
+    for reply in lenient:
+        assert verifier_pays(reply, "26") and not exact_correct(reply, 26), reply
