@@ -571,7 +571,7 @@ def self_play_config(fast_config, root, steps, **extra):
     and TicTacToe self-play in one run, role baselines, writing to root/run."""
     root.mkdir(parents=True, exist_ok=True)
     seeds = root / "seed_tasks.jsonl"
-    seeds.write_text("".join(json.dumps({"program": f"def f(a):\n    return a * {k}", "input": str(k)}) + "\n"
+    seeds.write_text("".join(json.dumps({"program": f"def f(a):\n    return a * {k} - 1", "input": str(k)}) + "\n"
                              for k in range(2, 6)))
     return fast_config(**{
         "steps": steps, "model": {"tiny": {"max_position_embeddings": 1024, "vocab_size": 160}},
