@@ -250,11 +250,40 @@ def summary(args) -> None:
         print(f"| {credit} | mean ± sd ({len(mine)} seeds) | " + " | ".join(ends) + " | |")
     disagreements = sum(p.get("disagree", 0) for r in results for p in r["eval"])
     print(f"greedy games where the exact check and the run's verdict disagree: {disagreements}")
+    print_step_groups(root, results)
     print_baselines(args.game)
     if args.game == "guess_number":
         print_sampled_directions(by_credit)
     if args.plot:
         plot(results, args.game, Path(args.plot))
+
+
+def step_groups(run_dir: Path) -> dict[str, float | None]:
+    """GiGPO's step groups over a run's training steps (the credit/* metrics each gigpo step logs): the mean group
+    size, the mean share of groups of one turn, and the largest group seen; None where the run logged none (an
+    episode-credit run, or one made before the metrics existed)."""
+    rows = [r for r in read_jsonl(run_dir / "metrics.jsonl") if "credit/step_group_size_mean" in r]
+    if not rows:
+        return {"size": None, "singletons": None, "largest": None}
+    return {"size": statistics.mean(r["credit/step_group_size_mean"] for r in rows),
+            "singletons": statistics.mean(r["credit/singleton_step_groups"] for r in rows),
+            "largest": max(r["credit/step_group_size_max"] for r in rows)}
+
+
+def print_step_groups(root: Path, runs: list[dict]) -> None:
+    """The step groups of the gigpo runs, per seed and as mean ± sd."""
+    mine = [r for r in runs if r["credit"] == "gigpo"]
+    if not mine:
+        return
+    groups = [step_groups(root / "gigpo" / f"seed{r['seed']}") for r in mine]
+    print("\nGiGPO's step groups over the training steps (turns of a group that start from one environment state):\n")
+    print("| seed | mean step-group size | groups of one turn | largest group |")
+    print("|---|---|---|---|")
+    for r, g in zip(mine, groups):
+        largest = "-" if g["largest"] is None else f"{g['largest']:.0f}"
+        print(f"| {r['seed']} | {num(g['size'])} | {fmt(g['singletons'])} | {largest} |")
+    print(f"| mean ± sd ({len(mine)} seeds) | {mean_sd([g['size'] for g in groups], num)} | "
+          f"{mean_sd([g['singletons'] for g in groups], fmt)} | |")
 
 
 def print_baselines(game: str) -> None:

@@ -104,3 +104,22 @@ def test_absolute_zero_s_exact_check_refuses_what_only_the_lenient_verifier_read
     lenient = ["26", "```\n26\n```", "```output\n26\n```", "So the output: 26"]
     for reply in lenient:
         assert verifier_pays(reply, "26") and not exact_correct(reply, 26), reply
+
+
+def test_the_games_summary_reads_gigpo_s_step_groups_from_the_training_metrics(tmp_path, capsys):
+    import json
+
+    from benchmarks.real_games import print_step_groups, step_groups
+
+    run = tmp_path / "gigpo" / "seed0"
+    run.mkdir(parents=True)
+    rows = [{"step": 0, "eval/accuracy": 0.0},
+            {"step": 1, "credit/step_group_size_mean": 2.0, "credit/singleton_step_groups": 0.5,
+             "credit/step_group_size_max": 8.0},
+            {"step": 2, "credit/step_group_size_mean": 3.0, "credit/singleton_step_groups": 0.25,
+             "credit/step_group_size_max": 5.0}]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert step_groups(run) == {"size": 2.5, "singletons": 0.375, "largest": 8.0}
+    assert step_groups(tmp_path) == {"size": None, "singletons": None, "largest": None}  # a run without them
+    print_step_groups(tmp_path, [{"credit": "gigpo", "seed": 0}, {"credit": "episode", "seed": 0}])
+    assert "| 0 | 2.50 | 37.5% | 8 |" in capsys.readouterr().out
