@@ -290,8 +290,14 @@ def print_baselines(game: str) -> None:
     """The simple baselines on the same held-out games as the table above (rlvr.evaluation.baselines)."""
     from rlvr.evaluation import baselines as b
 
-    if game != "guess_number":
-        print("\nBaselines: the base model (step 0, the table's first figure).")
+    if game == "frozen_lake":
+        from rlvr.config import load_config
+
+        (task,) = load_config(recipe(game)).data.tasks
+        turns = task.env.max_turns
+        print(f"\nBaselines on the same {task.args['eval_size']} held-out maps (success within {turns} moves): a "
+              f"uniformly random move each turn: {float(b.frozen_lake_random_walk(task.args, turns)):.1%} (exactly); "
+              f"the shortest safe walk: {float(b.frozen_lake_shortest(task.args, turns)):.1%}")
         return
     best = b.best_blind_order(b.guess_number_secrets())
     print(f"\nBaselines on the same 40 held-out secrets (success within 5 guesses): the best blind guesses {best}: "

@@ -52,3 +52,22 @@ def test_absolute_zero_echo_and_constant_answers_on_the_held_out_questions():
     assert b.constant_solved(rows) == ("5", 2, 4)  # per family: [1], 5 (twice), 2
     held_out = [json.loads(line) for line in HELDOUT.read_text().splitlines()]
     assert b.echo_solved(held_out) <= len(held_out)
+
+
+def test_frozen_lake_random_walk_exactly_and_the_shortest_walk_on_the_held_out_maps():
+    import random
+
+    from rlvr.envs.frozen_lake import FrozenLakeEnvironment, FrozenLakeTask
+
+    args = {"size": 3, "hole_fraction": 0.2, "min_distance": 2, "eval_size": 3}
+    exact = b.frozen_lake_random_walk(args, 4)
+    task, rng, won = FrozenLakeTask(**args), random.Random(0), 0
+    for i in range(3):  # the same walk through the environment, sampled
+        for _ in range(400):
+            env = FrozenLakeEnvironment(task.problem("eval", i), task)
+            for _ in range(4):
+                if env.step(rng.choice(["Up", "Down", "Left", "Right"])).done:
+                    break
+            won += env.outcome().success
+    assert abs(won / 1200 - float(exact)) < 0.05 and 0 < exact < 1
+    assert b.frozen_lake_shortest(args, 4) == 1 and b.frozen_lake_shortest(args, 1) == 0  # min_distance 2

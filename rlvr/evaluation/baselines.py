@@ -9,6 +9,8 @@ rules on the same held-out sets the runs are evaluated on (docs/results.md print
   -1/18 for player 1.
 - Guess-the-number: the best blind strategy on the held-out secrets (the most frequent secrets, guessed in turn),
   counting upward from 1, and binary search, each played through the environment.
+- FrozenLake: a uniformly random move each turn (its exact success within the turn budget) and the shortest walk,
+  on the held-out maps.
 - Absolute Zero: answering every held-out question with its own input (echo) and with one constant per family.
 """
 
@@ -21,6 +23,7 @@ from collections import Counter
 from collections.abc import Callable
 from fractions import Fraction
 
+from rlvr.envs.frozen_lake import MOVES, FrozenLakeTask, distances_to_goal, find, parse_lake, step_from
 from rlvr.envs.guess_number import GuessNumberEnvironment, GuessNumberTask
 from rlvr.envs.kuhn_poker import CARDS, KuhnEquilibrium
 from rlvr.envs.tictactoe import TicTacToe, TicTacToeEnvironment, TicTacToeTask
@@ -186,6 +189,40 @@ def best_blind_order(secrets: list[int], turns: int = 5) -> list[int]:
     """The blind guesses that win most held-out games: the `turns` most frequent secrets (ties to the lower)."""
     counts = Counter(secrets)
     return sorted(counts, key=lambda s: (-counts[s], s))[:turns]
+
+
+# ---------------------------------------------------------------------------------------------------- FrozenLake
+
+
+def frozen_lake_random_walk(task_args: dict, turns: int) -> Fraction:
+    """The exact share of the held-out maps a uniformly random move per turn walks to the goal within `turns` moves
+    (the environment's moves: off the grid stays, a hole ends the walk), averaged over the maps."""
+    task = FrozenLakeTask(**task_args)
+    total = Fraction(0)
+    for i in range(task.eval_size):
+        rows = parse_lake(task.problem("eval", i).answer)
+        alive = {find(rows, "S"): Fraction(1)}  # where the walker stands, not yet in a hole or at the goal
+        for _ in range(turns):
+            nxt: dict[tuple[int, int], Fraction] = {}
+            for at, p in alive.items():
+                for move in MOVES:
+                    to = step_from(rows, at, move)
+                    cell = rows[to[0]][to[1]]
+                    if cell == "G":
+                        total += p / len(MOVES)
+                    elif cell != "H":
+                        nxt[to] = nxt.get(to, Fraction(0)) + p / len(MOVES)
+            alive = nxt
+    return total / task.eval_size
+
+
+def frozen_lake_shortest(task_args: dict, turns: int) -> Fraction:
+    """The share of the held-out maps whose shortest safe walk fits in `turns` moves (a player that reads the grid
+    and walks it wins these)."""
+    task = FrozenLakeTask(**task_args)
+    lakes = [parse_lake(task.problem("eval", i).answer) for i in range(task.eval_size)]
+    return Fraction(sum(distances_to_goal(rows).get(find(rows, "S"), turns + 1) <= turns for rows in lakes),
+                    task.eval_size)
 
 
 # ------------------------------------------------------------------------------------------------- Absolute Zero
