@@ -141,6 +141,13 @@ def window_mean(points: Iterable[tuple[int, float]], steps: range) -> float:
     return mean(v for s, v in points if s in steps)
 
 
+def first_last_steps(rows: list[dict], size: int) -> tuple[list[dict], list[dict]]:
+    """A run's per-step rows (each with its "step") in its first and its last `size` steps by step number
+    (`step_windows` over the last step logged)."""
+    first, last = step_windows(max(r["step"] for r in rows), size)
+    return [r for r in rows if r["step"] in first], [r for r in rows if r["step"] in last]
+
+
 def cell(value, fmt: str) -> str:
     """One seed's figure: a number, or a (start, end) pair written 'start -> end'."""
     if isinstance(value, tuple):

@@ -44,7 +44,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.common import ROOT, commit, load_average
+from benchmarks.common import ROOT, commit, first_last_steps, load_average
 from benchmarks.reward_hacking import plain_answer
 from rlvr.tracking.jsonl import read_jsonl
 
@@ -298,8 +298,9 @@ def summary(args) -> None:
         print("|---|---|---|---|---|---|---|")
         for arm, rs in by_arm.items():
             evals = held_out_exact(rs)
-            early = [statistics.mean(p["groups/all_fail_frac"] for p in r["training"][:5]) for r in rs]
-            late = [statistics.mean(p["groups/all_fail_frac"] for p in r["training"][-5:]) for r in rs]
+            windows = [first_last_steps(r["training"], 5) for r in rs]
+            early = [statistics.mean(p["groups/all_fail_frac"] for p in first) for first, _ in windows]
+            late = [statistics.mean(p["groups/all_fail_frac"] for p in last) for _, last in windows]
             hinted = [statistics.mean(p.get("hints/hinted_frac", 0.0) for p in r["training"]) for r in rs]
             print(f"| {arm} | {len(rs)} | {' -> '.join(evals)} | {mean_sd(early)}% | {mean_sd(late)}% | "
                   f"{mean_sd(hinted)}% | {mean_sd([r['wall_seconds'] / 60 for r in rs], 1, 1)} |")
@@ -311,7 +312,7 @@ def summary(args) -> None:
             evals = held_out_exact(rs)
             pad = [mean_sd([r["evaluations"][i]["pad"] for r in rs], digits=0) for i in (0, -1)]
             equations = [mean_sd([r["evaluations"][i]["equations"] for r in rs], 1, 1) for i in (0, -1)]
-            train_pad = [statistics.mean(p.get("pad", 0.0) for p in r["training"][-5:]) for r in rs]
+            train_pad = [statistics.mean(p.get("pad", 0.0) for p in first_last_steps(r["training"], 5)[1]) for r in rs]
             print(f"| {arm} | {len(rs)} | {' -> '.join(evals)} | {' -> '.join(pad)}% | {' -> '.join(equations)} | "
                   f"{mean_sd(train_pad)}% | {mean_sd([r['wall_seconds'] / 60 for r in rs], 1, 1)} |")
     else:

@@ -39,6 +39,7 @@ from pathlib import Path
 from benchmarks.common import (
     ROOT,
     commit,
+    first_last_steps,
     has_checkpoints,
     load_average,
     mean_sd,
@@ -226,7 +227,7 @@ def summary(args) -> None:
     for arm, results in arms.items():
         for r in sorted(results, key=lambda r: r["seed"]):
             first, last = r["eval"][0], r["eval"][-1]
-            sampled = {key: (r["train"][0][key], statistics.mean(p[key] for p in r["train"][-5:]))
+            sampled = {key: (r["train"][0][key], statistics.mean(p[key] for p in first_last_steps(r["train"], 5)[1]))
                        for key in ("well_formed", "exact")}
             print(f"| {arm} | {r['seed']} | {pct(first['well_formed'])} -> {pct(last['well_formed'])} | "
                   f"{pct(first['operands'])} -> {pct(last['operands'])} | {pct(first['exact'])} -> {pct(last['exact'])} "
@@ -235,7 +236,7 @@ def summary(args) -> None:
                   f"{run_minutes(r)} |")
         means = {key: mean_sd([r["eval"][-1][key] for r in results], pct) for key in ("well_formed", "operands",
                                                                                         "exact", "verifier")}
-        late = {key: mean_sd([statistics.mean(p[key] for p in r["train"][-5:]) for r in results], pct)
+        late = {key: mean_sd([statistics.mean(p[key] for p in first_last_steps(r["train"], 5)[1]) for r in results], pct)
                 for key in ("well_formed", "exact")}
         print(f"| {arm} | mean ± sd ({len(results)} seeds) | {means['well_formed']} | {means['operands']} | "
               f"{means['exact']} ({means['verifier']}) | {late['well_formed']} | {late['exact']} | |")

@@ -48,3 +48,11 @@ def test_a_markdown_table_refuses_a_row_of_the_wrong_width():
     assert markdown_table(["a", "b"], [["1", "2"]]) == "| a | b |\n|---|---|\n| 1 | 2 |"
     with pytest.raises(ValueError, match="1 cells for 2 columns"):
         markdown_table(["a", "b"], [["1"]])
+
+
+def test_first_and_last_steps_are_chosen_by_step_number_not_by_position():
+    from benchmarks.common import first_last_steps
+
+    rows = [{"step": s} for s in (1, 2, 3, 5, 6, 7, 8, 9, 10, 11, 12)]  # step 4 logged nothing
+    first, last = first_last_steps(rows, 5)
+    assert [r["step"] for r in first] == [1, 2, 3, 5] and [r["step"] for r in last] == [8, 9, 10, 11, 12]
