@@ -2,11 +2,11 @@
 its baseline, SmolLM2-135M-Instruct on a CPU, several seeds, every held-out figure by an exact check written apart
 from the training rewards.
 
-    python benchmarks/credit.py hints   [--seeds 0 1 2] [--output runs/credit_hints]   # GRPO vs GRPO + hints
-    python benchmarks/credit.py process [--seeds 0 1 2] [--output runs/credit_process] # outcome vs process sum / min
-    python benchmarks/credit.py tree    [--seeds 0 1 2] [--output runs/credit_tree]    # independent vs tree samples
-    python benchmarks/credit.py summary EXPERIMENT [--output DIR] [--plot PNG] [--reuse-from runs/credit_process]
-    python benchmarks/credit.py probe {add3,chain} [--problems 16] [--hints none:0 response:0.87 prompt:1.0 ...]
+    python -m benchmarks.credit hints   [--seeds 0 1 2] [--output runs/credit_hints]   # GRPO vs GRPO + hints
+    python -m benchmarks.credit process [--seeds 0 1 2] [--output runs/credit_process] # outcome vs process sum / min
+    python -m benchmarks.credit tree    [--seeds 0 1 2] [--output runs/credit_tree]    # independent vs tree samples
+    python -m benchmarks.credit summary EXPERIMENT [--output DIR] [--plot PNG] [--reuse-from runs/credit_process]
+    python -m benchmarks.credit probe {add3,chain} [--problems 16] [--hints none:0 response:0.87 prompt:1.0 ...]
 
 Each arm of each seed is one `rlvr train` run (niced, one thread, one at a time), skipped when its folder already
 holds a finished run (so an interrupted benchmark resumes where it stopped). The runs:
@@ -44,11 +44,10 @@ import sys
 import time
 from pathlib import Path
 
-from reward_hacking import plain_answer
-
+from benchmarks.common import ROOT, commit, first_last_steps, load_average
+from benchmarks.reward_hacking import plain_answer
 from rlvr.tracking.jsonl import read_jsonl
 
-ROOT = Path(__file__).resolve().parent.parent
 MODEL = "smollm2-135m-instruct"
 
 COMMON = ["model.name=smollm2-135m-instruct", "model.dtype=float32", "data.prompts_per_step=4",
@@ -127,14 +126,6 @@ def pads(completion: str, operations: int) -> bool:
 def operations_of(uid: str) -> int:
     """The operations of an arithmetic_chain problem, from its uid ('7+5*3' has 2)."""
     return len(re.findall(r"[-+*]", uid))
-
-
-def load_average() -> str:
-    return " ".join(f"{x:.1f}" for x in os.getloadavg())
-
-
-def commit() -> str:
-    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
 
 
 def train(run_dir: Path, overrides: list[str], log: Path) -> float:
@@ -307,8 +298,9 @@ def summary(args) -> None:
         print("|---|---|---|---|---|---|---|")
         for arm, rs in by_arm.items():
             evals = held_out_exact(rs)
-            early = [statistics.mean(p["groups/all_fail_frac"] for p in r["training"][:5]) for r in rs]
-            late = [statistics.mean(p["groups/all_fail_frac"] for p in r["training"][-5:]) for r in rs]
+            windows = [first_last_steps(r["training"], 5) for r in rs]
+            early = [statistics.mean(p["groups/all_fail_frac"] for p in first) for first, _ in windows]
+            late = [statistics.mean(p["groups/all_fail_frac"] for p in last) for _, last in windows]
             hinted = [statistics.mean(p.get("hints/hinted_frac", 0.0) for p in r["training"]) for r in rs]
             print(f"| {arm} | {len(rs)} | {' -> '.join(evals)} | {mean_sd(early)}% | {mean_sd(late)}% | "
                   f"{mean_sd(hinted)}% | {mean_sd([r['wall_seconds'] / 60 for r in rs], 1, 1)} |")
@@ -320,7 +312,7 @@ def summary(args) -> None:
             evals = held_out_exact(rs)
             pad = [mean_sd([r["evaluations"][i]["pad"] for r in rs], digits=0) for i in (0, -1)]
             equations = [mean_sd([r["evaluations"][i]["equations"] for r in rs], 1, 1) for i in (0, -1)]
-            train_pad = [statistics.mean(p.get("pad", 0.0) for p in r["training"][-5:]) for r in rs]
+            train_pad = [statistics.mean(p.get("pad", 0.0) for p in first_last_steps(r["training"], 5)[1]) for r in rs]
             print(f"| {arm} | {len(rs)} | {' -> '.join(evals)} | {' -> '.join(pad)}% | {' -> '.join(equations)} | "
                   f"{mean_sd(train_pad)}% | {mean_sd([r['wall_seconds'] / 60 for r in rs], 1, 1)} |")
     else:

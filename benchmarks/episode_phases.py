@@ -2,7 +2,7 @@
 single-turn task, tool episodes and game episodes, with the KV cache kept across turns, re-encoded every turn, and
 with asynchronous episodes (docs/results.md, "Where the time goes on the real model's episodes").
 
-    python benchmarks/episode_phases.py [--workloads addition tool_use guess_number] [--modes kept reencode async]
+    python -m benchmarks.episode_phases [--workloads addition tool_use guess_number] [--modes kept reencode async]
                                         [--steps 4] [--tool-model DIR]
 
 Workloads (each its recipe, evaluation and checkpoints off, `--steps` steps):
@@ -34,7 +34,7 @@ import sys
 import time
 from pathlib import Path
 
-from real_model import ROOT, commit, load_average
+from benchmarks.common import ROOT, commit, load_average
 
 RECIPES = {"addition": "smollm2_addition", "tool_use": "smollm2_tool_use", "guess_number": "smollm2_guess_number"}
 PHASES = ("generation", "environment", "reward", "update", "rest", "step", "cpu")

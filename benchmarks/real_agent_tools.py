@@ -1,9 +1,9 @@
 """The calculator task as an agent program against the native tool environment, on SmolLM2-135M-Instruct
 (recipes/smollm2_agent_calculator.yaml against recipes/smollm2_tool_use.yaml; issue 53's real-model evidence).
 
-    python benchmarks/real_agent_tools.py train --seeds 0 1 2 [--output runs/real_agent_tools]
-    python benchmarks/real_tool_use.py train --arm rl --seeds 0 1 2          # the native arm, if not run yet
-    python benchmarks/real_agent_tools.py summary [--native runs/real_tool_use/rl]
+    python -m benchmarks.real_agent_tools train --seeds 0 1 2 [--output runs/real_agent_tools]
+    python -m benchmarks.real_tool_use train --arm rl --seeds 0 1 2          # the native arm, if not run yet
+    python -m benchmarks.real_agent_tools summary [--native runs/real_tool_use/rl]
 
 `train` runs the agent recipe seed by seed (resumable: a stopped seed continues from its last checkpoint).
 `summary` prints, per evaluation step, the held-out greedy episodes' exact accuracy (benchmarks/real_model.py's exact
@@ -22,8 +22,8 @@ import sys
 import time
 from pathlib import Path
 
-from real_model import ROOT, commit, eval_curve, has_checkpoints, mean_sd, train_resumably
-
+from benchmarks.common import ROOT, commit, has_checkpoints, mean_sd, train_resumably
+from benchmarks.real_model import eval_curve
 from rlvr.tracking.jsonl import read_jsonl
 
 RECIPE = ROOT / "recipes" / "smollm2_agent_calculator.yaml"

@@ -2,11 +2,12 @@
 (guess-the-number's "higher"/"lower", FrozenLake's grid after each move), trained by GRPO with the episode reward on
 every token against GiGPO's turn-level credit (docs/results.md, "Feedback a policy learns to use").
 
-    python benchmarks/real_games.py samples --game guess_number [--problems 16] [--samples 8]
-    python benchmarks/real_games.py train --game guess_number --credits episode gigpo --seeds 0 1 2
-    python benchmarks/real_games.py train --game guess_number --credits episode --seeds 0 \
+    python -m benchmarks.real_games samples --game guess_number [--problems 16] [--samples 8]
+    python -m benchmarks.real_games train --game guess_number --credits episode gigpo --seeds 0 1 2
+    python -m benchmarks.real_games train --game guess_number --credits episode --seeds 0 \
         --recipe recipes/smollm2_guess_number_openenv.yaml --output runs/real_games_openenv
-    python benchmarks/real_games.py summary --game guess_number [--plot docs/img/real_guess_number.png]
+    python -m benchmarks.real_games summary --game guess_number [--plot docs/img/real_guess_number.png]
+    python -m benchmarks.real_games baselines --game guess_number     # the baselines the summary prints
 
 `train` runs `rlvr train recipes/smollm2_<game>.yaml seed=S` (and `algorithm.turn_credit=gigpo` for gigpo), seed
 by seed, and reads, per held-out evaluation (every 10 steps, step 0 the base model): success within the turn budget
@@ -29,7 +30,7 @@ import sys
 import time
 from pathlib import Path
 
-from real_model import (
+from benchmarks.common import (
     ROOT,
     commit,
     has_checkpoints,
@@ -39,7 +40,6 @@ from real_model import (
     sample_episodes,
     train_resumably,
 )
-
 from rlvr.tracking.jsonl import read_jsonl
 
 GAMES = {
@@ -252,10 +252,60 @@ def summary(args) -> None:
         print(f"| {credit} | mean ± sd ({len(mine)} seeds) | " + " | ".join(ends) + " | |")
     disagreements = sum(p.get("disagree", 0) for r in results for p in r["eval"])
     print(f"greedy games where the exact check and the run's verdict disagree: {disagreements}")
+    print_step_groups(root, results)
+    print_baselines(args.game)
     if args.game == "guess_number":
         print_sampled_directions(by_credit)
     if args.plot:
         plot(results, args.game, Path(args.plot), args.title)
+
+
+def step_groups(run_dir: Path) -> dict[str, float | None]:
+    """GiGPO's step groups over a run's training steps (the credit/* metrics each gigpo step logs): the mean group
+    size, the mean share of groups of one turn, and the largest group seen; None where the run logged none (an
+    episode-credit run, or one made before the metrics existed)."""
+    rows = [r for r in read_jsonl(run_dir / "metrics.jsonl") if "credit/step_group_size_mean" in r]
+    if not rows:
+        return {"size": None, "singletons": None, "largest": None}
+    return {"size": statistics.mean(r["credit/step_group_size_mean"] for r in rows),
+            "singletons": statistics.mean(r["credit/singleton_step_groups"] for r in rows),
+            "largest": max(r["credit/step_group_size_max"] for r in rows)}
+
+
+def print_step_groups(root: Path, runs: list[dict]) -> None:
+    """The step groups of the gigpo runs, per seed and as mean ± sd."""
+    mine = [r for r in runs if r["credit"] == "gigpo"]
+    if not mine:
+        return
+    groups = [step_groups(root / "gigpo" / f"seed{r['seed']}") for r in mine]
+    print("\nGiGPO's step groups over the training steps (turns of a group that start from one environment state):\n")
+    print("| seed | mean step-group size | groups of one turn | largest group |")
+    print("|---|---|---|---|")
+    for r, g in zip(mine, groups):
+        largest = "-" if g["largest"] is None else f"{g['largest']:.0f}"
+        print(f"| {r['seed']} | {num(g['size'])} | {fmt(g['singletons'])} | {largest} |")
+    print(f"| mean ± sd ({len(mine)} seeds) | {mean_sd([g['size'] for g in groups], num)} | "
+          f"{mean_sd([g['singletons'] for g in groups], fmt)} | |")
+
+
+def print_baselines(game: str) -> None:
+    """The simple baselines on the same held-out games as the table above (rlvr.evaluation.baselines)."""
+    from rlvr.evaluation import baselines as b
+
+    if game == "frozen_lake":
+        from rlvr.config import load_config
+
+        (task,) = load_config(recipe(game)).data.tasks
+        turns = task.env.max_turns
+        print(f"\nBaselines on the same {task.args['eval_size']} held-out maps (success within {turns} moves): a "
+              f"uniformly random move each turn: {float(b.frozen_lake_random_walk(task.args, turns)):.1%} (exactly); "
+              f"the shortest safe walk: {float(b.frozen_lake_shortest(task.args, turns)):.1%}")
+        return
+    best = b.best_blind_order(b.guess_number_secrets())
+    print(f"\nBaselines on the same 40 held-out secrets (success within 5 guesses): the best blind guesses {best}: "
+          f"{float(b.guess_number_success(b.blind_guesses(best))):.1%}; counting 1-5: "
+          f"{float(b.guess_number_success(b.blind_guesses([1, 2, 3, 4, 5]))):.1%}; binary search: "
+          f"{float(b.guess_number_success(b.binary_search)):.1%}")
 
 
 def print_sampled_directions(by_credit: dict[str, list[dict]]) -> None:
@@ -354,8 +404,11 @@ def main() -> None:
     m.add_argument("--output", default="runs/real_games")
     m.add_argument("--plot", default=None)
     m.add_argument("--title", default="", help="added to the plot's title after the game's name")
+    b = sub.add_parser("baselines")
+    b.add_argument("--game", choices=list(GAMES), required=True)
     args = parser.parse_args()
-    {"samples": samples, "train": train, "summary": summary}[args.command](args)
+    {"samples": samples, "train": train, "summary": summary,
+     "baselines": lambda a: print_baselines(a.game)}[args.command](args)
 
 
 if __name__ == "__main__":

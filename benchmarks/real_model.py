@@ -2,12 +2,12 @@
 accuracy by the training verifier and by an exact check written apart from it; and rlvr against TRL's
 GRPOTrainer on the same model, prompts, sampling and algorithm settings.
 
-    python benchmarks/real_model.py recipe [--seeds 0 1 2] [--output runs/real_model] [--plot PNG]
-    python benchmarks/real_model.py summary [--output runs/real_model] [--plot PNG]
-    python benchmarks/real_model.py summary --output RUNS_A RUNS_B ... --labels A B ... --plot PNG
-    python benchmarks/real_model.py trl [--seeds 0 1 2] [--steps 10] [--output runs/real_model_trl]
-    python benchmarks/real_model.py trl-summary --output TRL_RUNS_A TRL_RUNS_B ...
-    python benchmarks/real_model.py replies --output RUNS_A RUNS_B ... [--window 5]
+    python -m benchmarks.real_model recipe [--seeds 0 1 2] [--output runs/real_model] [--plot PNG]
+    python -m benchmarks.real_model summary [--output runs/real_model] [--plot PNG]
+    python -m benchmarks.real_model summary --output RUNS_A RUNS_B ... --labels A B ... --plot PNG
+    python -m benchmarks.real_model trl [--seeds 0 1 2] [--steps 10] [--output runs/real_model_trl]
+    python -m benchmarks.real_model trl-summary --output TRL_RUNS_A TRL_RUNS_B ...
+    python -m benchmarks.real_model replies --output RUNS_A RUNS_B ... [--window 5]
 
 `recipe` trains each seed with `rlvr train recipes/smollm2_addition.yaml seed=S` and reads the run's
 eval_completions.jsonl (every held-out greedy completion of every evaluation, eval.log_completions): per
@@ -40,18 +40,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
-import sys
 import time
 from pathlib import Path
 
-from reward_hacking import plain_answer  # the exact check of issue 24's study, apart from every verifier
-
+from benchmarks.common import ROOT, commit, load_average, rlvr_command, run, save_figure
+from benchmarks.reward_hacking import plain_answer  # the exact check of issue 24's study, apart from every verifier
 from rlvr.tracking.jsonl import read_jsonl
 
-ROOT = Path(__file__).resolve().parent.parent
 RECIPE = ROOT / "recipes" / "smollm2_addition.yaml"
 
 
@@ -79,89 +75,6 @@ def exact_correct(completion: str, reference: str) -> bool:
     reference (a key in words read as its number; no expression evaluated, nothing of rlvr's verifiers used)."""
     reference = str(reference).strip()
     return plain_answer(completion) == (reference if reference.isdigit() else words_number(reference))
-
-
-def mean_sd(values: list[float | None], show) -> str:
-    """Mean ± sample sd over seeds, each written by `show` (the sd without a sign; 0 for one seed); seeds without
-    the figure (None, NaN) are skipped; '-' when none has it."""
-    values = [v for v in values if v is not None and v == v]
-    if not values:
-        return "-"
-    sd = statistics.stdev(values) if len(values) > 1 else 0.0
-    return f"{show(statistics.mean(values))} ± {show(sd).lstrip('+')}"
-
-
-def run_minutes(result: dict) -> str:
-    """A benchmark run's wall minutes for a table; a resumed run's cover only the invocation that finished it."""
-    return f"{result['wall_seconds'] / 60:.0f}" + (" (resumed: last part only)" if result.get("resumed") else "")
-
-
-def load_average() -> str:
-    return " ".join(f"{x:.1f}" for x in os.getloadavg())
-
-
-def rlvr_command(*args: str) -> list[str]:
-    return [sys.executable, "-m", "rlvr", *args]
-
-
-def sample_episodes(recipe: Path, overrides: list[str], problems: int, samples: int) -> tuple[list, float, float]:
-    """The base model's episodes on a recipe's first `problems` held-out problems, `samples` each, with the recipe's
-    prompt, sampling and environment (static engine, one generator seed per problem): [(problem, episode)], the
-    sampling temperature, and the seconds they took."""
-    import torch
-
-    from rlvr.config import load_config
-    from rlvr.envs import make_tasks
-    from rlvr.models.loading import load_model, load_tokenizer
-    from rlvr.models.prompts import PromptEncoder
-    from rlvr.rollout import SamplingParams, make_engine
-    from rlvr.rollout.episodes import EpisodeRunner
-
-    torch.set_num_threads(1)
-    cfg = load_config(recipe, overrides)
-    task = make_tasks(cfg.data.tasks, cfg.seed)[0]
-    tokenizer = load_tokenizer(cfg.model.name)
-    model = load_model(cfg.model).eval()
-    encode = PromptEncoder(tokenizer, cfg.model.chat_template, cfg.data.system_prompt, cfg.data.max_prompt_tokens)
-    runner = EpisodeRunner(make_engine("static", model, tokenizer, cfg.rollout.batch_size), encode)
-    work = [(task, task.problem("eval", i)) for i in range(problems)]
-    params = SamplingParams(n=samples, temperature=cfg.rollout.temperature, max_new_tokens=cfg.rollout.max_new_tokens,
-                            stop=cfg.rollout.stop)
-    t0 = time.perf_counter()
-    with torch.no_grad():
-        _, groups = runner.generate(work, params, [torch.Generator().manual_seed(i) for i in range(len(work))])
-    seconds = time.perf_counter() - t0
-    return [(p, e) for (_, p), group in zip(work, groups) for e in group], cfg.rollout.temperature, seconds
-
-
-def run(command: list[str], log: Path, append: bool = False) -> float:
-    """Run a command with its output to `log` (appended to it with `append`); its wall seconds. A failure stops the
-    benchmark and shows the log's end."""
-    t0 = time.perf_counter()
-    with log.open("a" if append else "w") as out:
-        code = subprocess.call(command, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
-    if code != 0:
-        raise SystemExit(f"{' '.join(command)} failed ({code}); last lines of {log}:\n" +
-                         "\n".join(log.read_text().splitlines()[-20:]))
-    return time.perf_counter() - t0
-
-
-def has_checkpoints(run_dir: Path) -> bool:
-    """Whether a run stopped after writing a checkpoint (train_resumably then resumes it)."""
-    return (run_dir / "checkpoints").is_dir()
-
-
-def train_resumably(arguments: list[str], run_dir: Path, log: Path) -> float:
-    """`rlvr train ARGUMENTS` of one benchmark run that a stop does not lose: a checkpoint every 10 steps (only the
-    last kept: a series of seeds of a 135M model would otherwise hold 3 GB a run), and a run directory that already
-    holds one resumes from its last (`--resume auto`, exact), so starting the benchmark again continues where it
-    stopped. This invocation's wall seconds."""
-    resume = has_checkpoints(run_dir)
-    command = rlvr_command("train", *arguments, f"tracking.output_dir={run_dir}", "checkpoint.every_steps=10",
-                           "checkpoint.keep_last=1")
-    if resume:
-        print(f"{run_dir}: resuming from its last checkpoint", flush=True)
-    return run(command + (["--resume", "auto"] if resume else []), log, append=resume)
 
 
 # ---------------------------------------------------------------------------------------------------- recipe
@@ -281,9 +194,7 @@ def save_curves(fig, ax, ylabel: str, legend_size: int, path: Path) -> None:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=legend_size, loc="upper left")
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    print(f"wrote {path}")
+    save_figure(fig, path, dpi=110)
 
 
 # ------------------------------------------------------------------------------------------------------- trl
@@ -486,14 +397,6 @@ def replies(args) -> None:
             means = " / ".join(f"{statistics.mean(v):.2f}" if v else "-" for v in rewards.values())
             print(f"| {output} | {log.parent.name.removeprefix('seed')} | {100 * sum(first) / len(first):.0f}% -> "
                   f"{100 * len(rewards['right']) / len(last):.0f}% | {len(rewards['refused'])}/{len(last)} | {means} |")
-
-
-def commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT,
-                              check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def main() -> None:

@@ -1,12 +1,12 @@
 """Tool use on a real chat model without SFT: does GRPO alone teach SmolLM2-135M-Instruct to call a calculator?
 (recipes/smollm2_tool_use.yaml, docs/results.md "Tool use on a real model")
 
-    python benchmarks/real_tool_use.py samples [--problems 24] [--samples 8]          # what the base model writes
-    python benchmarks/real_tool_use.py train --arm rl --seeds 0 1 2 [--output runs/real_tool_use]
-    python benchmarks/real_tool_use.py train --arm demo --seeds 0 1 2
-    python benchmarks/real_tool_use.py train --arm format --seeds 0 1 2
-    python benchmarks/real_tool_use.py train --arm sft --seeds 0 1 2
-    python benchmarks/real_tool_use.py summary [--output runs/real_tool_use] [--plot docs/img/real_tool_use.png]
+    python -m benchmarks.real_tool_use samples [--problems 24] [--samples 8]          # what the base model writes
+    python -m benchmarks.real_tool_use train --arm rl --seeds 0 1 2 [--output runs/real_tool_use]
+    python -m benchmarks.real_tool_use train --arm demo --seeds 0 1 2
+    python -m benchmarks.real_tool_use train --arm format --seeds 0 1 2
+    python -m benchmarks.real_tool_use train --arm sft --seeds 0 1 2
+    python -m benchmarks.real_tool_use summary [--output runs/real_tool_use] [--plot docs/img/real_tool_use.png]
 
 Arms (each from the base model, the recipe otherwise unchanged):
 - `rl`: the recipe: the tool described in the system prompt with one example call, the math verifier the only reward;
@@ -36,10 +36,10 @@ import sys
 import time
 from pathlib import Path
 
-from real_model import (
+from benchmarks.common import (
     ROOT,
     commit,
-    exact_correct,
+    first_last_steps,
     has_checkpoints,
     load_average,
     mean_sd,
@@ -49,7 +49,7 @@ from real_model import (
     sample_episodes,
     train_resumably,
 )
-
+from benchmarks.real_model import exact_correct
 from rlvr.tracking.jsonl import read_jsonl
 
 RECIPE = ROOT / "recipes" / "smollm2_tool_use.yaml"
@@ -227,7 +227,7 @@ def summary(args) -> None:
     for arm, results in arms.items():
         for r in sorted(results, key=lambda r: r["seed"]):
             first, last = r["eval"][0], r["eval"][-1]
-            sampled = {key: (r["train"][0][key], statistics.mean(p[key] for p in r["train"][-5:]))
+            sampled = {key: (r["train"][0][key], statistics.mean(p[key] for p in first_last_steps(r["train"], 5)[1]))
                        for key in ("well_formed", "exact")}
             print(f"| {arm} | {r['seed']} | {pct(first['well_formed'])} -> {pct(last['well_formed'])} | "
                   f"{pct(first['operands'])} -> {pct(last['operands'])} | {pct(first['exact'])} -> {pct(last['exact'])} "
@@ -236,7 +236,7 @@ def summary(args) -> None:
                   f"{run_minutes(r)} |")
         means = {key: mean_sd([r["eval"][-1][key] for r in results], pct) for key in ("well_formed", "operands",
                                                                                         "exact", "verifier")}
-        late = {key: mean_sd([statistics.mean(p[key] for p in r["train"][-5:]) for r in results], pct)
+        late = {key: mean_sd([statistics.mean(p[key] for p in first_last_steps(r["train"], 5)[1]) for r in results], pct)
                 for key in ("well_formed", "exact")}
         print(f"| {arm} | mean ± sd ({len(results)} seeds) | {means['well_formed']} | {means['operands']} | "
               f"{means['exact']} ({means['verifier']}) | {late['well_formed']} | {late['exact']} | |")

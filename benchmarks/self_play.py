@@ -1,16 +1,20 @@
 """Self-play on the real model (docs/self_play.md, docs/results.md): Absolute Zero and SPIRAL-style games on
 SmolLM2-135M-Instruct, each seed one `rlvr train` of a recipe, measured apart from the training reward.
 
-    python benchmarks/self_play.py heldout                       # every held-out answer, run again in the sandbox
-    python benchmarks/self_play.py azr [--seeds 0 1 2] [--out runs/self_play] [key=value ...]
-    python benchmarks/self_play.py games --game tictactoe [--seeds 0 1 2] [--out runs/self_play] [key=value ...]
-    python benchmarks/self_play.py games --game kuhn_poker [--seeds 0 1 2] [--out runs/self_play] [key=value ...]
-    python benchmarks/self_play.py summary [--out runs/self_play] [--plots docs/img]
+    python -m benchmarks.self_play heldout                       # every held-out answer, run again in the sandbox
+    python -m benchmarks.self_play azr [--seeds 0 1 2] [--out runs/self_play] [key=value ...]
+    python -m benchmarks.self_play games --game tictactoe [--seeds 0 1 2] [--out runs/self_play] [key=value ...]
+    python -m benchmarks.self_play games --game kuhn_poker [--seeds 0 1 2] [--out runs/self_play] [key=value ...]
+    python -m benchmarks.self_play summary [--out runs/self_play] [--plots docs/img]
+    python -m benchmarks.self_play baselines                     # the baselines the summary prints
 
-`azr` trains recipes/absolute_zero.yaml per seed. Held-out accuracy (120 program-output questions written apart from
-the proposer, greedy, every evaluation's completions logged) is read twice: the run's own verdicts, and an exact
+`azr` trains recipes/absolute_zero.yaml per seed. Held-out accuracy (114 program-output questions written apart from
+the proposer and disjoint from every program the solver trains on, greedy, every evaluation's completions logged; a
+run made before the 6 questions about the seed program were left out is read on the same 114) is read twice: the run's own verdicts, and an exact
 check written here: the program is run in a plain subprocess on its input (the held-out programs are ours) and the
-reply's last fenced block (else the reply) must be that value (ast.literal_eval, or the text for a string). The
+reply's last line `Output: <value>` (the form the prompt asks for; stricter than the verifier, which also reads a
+value inside a sentence, a fenced block or a bare reply) must be that value (ast.literal_eval, or the text for a
+string). The
 proposer's side comes from the run's metrics: per step, the share of valid proposals, the mean lines of the fresh
 valid programs, the solver's success on them and the learnability they earned.
 
@@ -43,13 +47,11 @@ import time
 from fractions import Fraction
 from pathlib import Path
 
-from real_model import mean_sd
+from benchmarks.common import ROOT, cell, mean, spread, step_windows, window_mean
 
-ROOT = Path(__file__).resolve().parent.parent
 RECIPES = {"azr": "absolute_zero.yaml", "tictactoe": "tictactoe_self_play.yaml",
            "kuhn_poker": "kuhn_poker_self_play.yaml"}
 HELDOUT = ROOT / "rlvr" / "recipes" / "data" / "program_outputs.jsonl"
-FENCE = re.compile(r"```[^\n]*\n(.*?)```", re.DOTALL)
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -84,21 +86,29 @@ def program_value(program: str, arguments: str):
     return ast.literal_eval(done.stdout.strip())
 
 
+NO_ANSWER = object()  # a reply that states no value in the asked form
+
+
 def reply_value(reply: str):
-    """The value a reply states, read as the prompt asks: a ```output block, else the last 'Output:' line, else the
-    last fenced block that is not code, else the whole reply (a literal, or the text for a string)."""
-    tagged = re.findall(r"```output[ \t]*\n(.*?)```", reply, re.DOTALL)
-    lines = [m.strip().strip("`").strip() for m in re.findall(r"(?i)\boutput\s*:[ \t]*([^\n]*)", reply)]
-    lines = [line for line in lines if line]
-    blocks = [b for b in FENCE.findall(reply) if "def f(" not in b]
-    text = (tagged[-1] if tagged else lines[-1] if lines else blocks[-1] if blocks else reply).strip()
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        return text
+    """The value a reply states in the form the prompt asks for, "a line `Output: <the value>`", read apart from
+    rlvr's verifier and stricter than it: the last line that, backticks and spaces aside, begins with 'Output:'; its
+    rest as a Python literal, else as the text (a string written without quotes). NO_ANSWER when no line has that
+    form (the verifier also takes 'output:' inside a sentence, a ```output block, the last fenced block or the whole
+    reply: tests/test_agent_benchmark_checks.py lists where the two part)."""
+    for line in reversed(reply.splitlines()):
+        line = line.strip().strip("`").strip()
+        if line[:7].lower() == "output:":
+            text = line[7:].strip().strip("`").strip()
+            try:
+                return ast.literal_eval(text)
+            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+                return text
+    return NO_ANSWER
 
 
 def exact_correct(reply: str, expected) -> bool:
+    """The reply states `expected` (a bool only as a bool, a number as any equal number, else equal and of its
+    type)."""
     got = reply_value(reply)
     if isinstance(got, bool) or isinstance(expected, bool):
         return type(got) is type(expected) and got == expected
@@ -110,7 +120,6 @@ def exact_correct(reply: str, expected) -> bool:
 def heldout() -> None:
     """Every held-out question's stated output against running its program, in the rlvr sandbox and in a plain
     subprocess."""
-    sys.path.insert(0, str(ROOT))
     from rlvr.tasks.program_io import checked_outputs, same_value
 
     rows = read_jsonl(HELDOUT)
@@ -125,6 +134,8 @@ def azr_figures(run: Path) -> dict:
     values = {r["id"]: program_value(r["program"], r["input"]) for r in read_jsonl(HELDOUT)}
     evals: dict[int, dict] = {}
     for row in read_jsonl(run / "eval_completions.jsonl"):
+        if row["uid"] not in values:  # a question no longer held out (it asked about the seed program)
+            continue
         e = evals.setdefault(row["step"], {"n": 0, "verifier": 0, "exact": 0})
         e["n"] += 1
         e["verifier"] += bool(row["correct"])
@@ -225,7 +236,6 @@ def kuhn_exact_values(model_dir: str, max_new_tokens: int) -> dict:
     """Expected chips per hand of the model's greedy play against Kuhn's equilibrium player (alpha 1/6), per seat,
     exactly: its greedy reply (at most `max_new_tokens`, as in training) at each information set, then every deal and
     every equilibrium branch."""
-    sys.path.insert(0, str(ROOT))
     import random
 
     from rlvr.envs.kuhn_poker import KuhnPoker
@@ -313,7 +323,6 @@ def as_player2(strategy: dict, theirs: str, mine: str) -> Fraction:
 def against_checkpoint(game: str, run: Path, model_dir: str, opponent_dir: str, matches: int) -> dict:
     """Win-or-draw (TicTacToe) or win (Kuhn) rate and chips per seat of `model_dir`'s greedy play against a frozen
     `opponent_dir` (sampled at temperature 1): the trainer's evaluation with eval_opponent set to it."""
-    sys.path.insert(0, str(ROOT))
     from rlvr.config import load_config
     from rlvr.evaluation.evaluate import eval_settings, evaluate_model
 
@@ -327,7 +336,6 @@ def against_checkpoint(game: str, run: Path, model_dir: str, opponent_dir: str, 
 
 
 def starting_model() -> str:
-    sys.path.insert(0, str(ROOT))
     from rlvr.config import ModelConfig
     from rlvr.models.loading import model_source
 
@@ -379,33 +387,6 @@ def minutes(out: Path, kind: str, seed: int) -> float:
     return sum(r.get("perf/step_s", 0.0) for r in read_jsonl(out / kind / f"seed{seed}" / "metrics.jsonl")) / 60
 
 
-def mean(values):
-    values = [v for v in values if v is not None and v == v]
-    return sum(values) / len(values) if values else float("nan")
-
-
-def window(points, first: bool, size: int = 10):
-    values = [v for _, v in points]
-    return mean(values[:size] if first else values[-size:])
-
-
-def cell(value, fmt: str) -> str:
-    """One seed's figure: a number, or a (start, end) pair written 'start -> end'."""
-    if isinstance(value, tuple):
-        return " -> ".join(cell(v, fmt) for v in value)
-    return "n/a" if value is None or value != value else format(value, fmt)
-
-
-def spread(values: list, fmt: str) -> str:
-    """The seeds' mean ± sample standard deviation of one column (per side of a 'start -> end' pair)."""
-    if isinstance(values[0], tuple):
-        return " -> ".join(spread([v[i] for v in values], fmt) for i in range(len(values[0])))
-    values = [v for v in values if v is not None and v == v]
-    if len(values) < 2:
-        return cell(values[0] if values else None, fmt)
-    return mean_sd(values, lambda v: format(v, fmt))
-
-
 def print_table(title: str, columns: list[tuple], runs: dict, out: Path, kind: str) -> None:
     """A markdown table: one row per seed, then the mean ± sd over the seeds; columns are (header, format,
     figures -> value), followed by each run's minutes of steps."""
@@ -421,6 +402,13 @@ def print_table(title: str, columns: list[tuple], runs: dict, out: Path, kind: s
               + " | ".join(spread([row[i] for row in values.values()], c[1]) for i, c in enumerate(columns)) + " |")
 
 
+def trend_windows(figures: dict) -> tuple[range, range]:
+    """A run's first and last 10 training steps by step number (`step_windows`), the run's last step being the last
+    with a logged proposal figure."""
+    last = max(s for key in ("valid", "program_lines", "fresh_solve_rate", "learnability") for s, _ in figures[key])
+    return step_windows(last, 10)
+
+
 def first_last(evals: dict, read) -> tuple:
     """A figure at a run's first and last evaluation."""
     steps = sorted(evals, key=int)
@@ -433,9 +421,11 @@ def summary(out: Path, plots: Path | None) -> None:
 
     azr = load("azr")
     if azr:
-        trend = lambda key: lambda f: (window(f[key], True), window(f[key], False))  # noqa: E731
-        print_table("Absolute Zero: held-out accuracy (120 questions, greedy), proposer's tasks (first 10 -> last 10 "
-                    "steps)", [
+        def trend(key):
+            return lambda f: tuple(window_mean(f[key], steps) for steps in trend_windows(f))
+
+        print_table("Absolute Zero: held-out accuracy (114 questions, greedy), proposer's tasks (steps 1-10 -> the "
+                    "last 10 steps)", [
                         ("held-out, exact check", ".1%", lambda f: first_last(f["eval"], lambda e: e["exact"])),
                         ("held-out, run's verifier", ".1%", lambda f: first_last(f["eval"], lambda e: e["verifier"])),
                         ("best exact", ".1%", lambda f: max(e["exact"] for e in f["eval"].values())),
@@ -444,6 +434,7 @@ def summary(out: Path, plots: Path | None) -> None:
                         ("solver on fresh tasks", ".2f", trend("fresh_solve_rate")),
                         ("learnability", ".2f", trend("learnability")),
                     ], azr, out, "azr")
+        print_baselines("azr")
         if plots:
             plot_azr(azr, plots / "self_play_azr.png")
     for game in ("tictactoe", "kuhn_poker"):
@@ -469,8 +460,34 @@ def summary(out: Path, plots: Path | None) -> None:
                          lambda f, s=s: first_last(f["referee"], lambda e: e[f"seat{s}"]["referee"])) for s in (0, 1)]
         print_table(f"{game}: held-out matches (first -> last evaluation), starting model -> final model",
                     columns, runs, out, game)
+        print_baselines(game)
         if plots:
             plot_game(game, runs, plots / f"self_play_{game}.png")
+
+
+def print_baselines(kind: str) -> None:
+    """The simple baselines on the same held-out set as the table above (rlvr.evaluation.baselines)."""
+    from rlvr.evaluation import baselines as b
+
+    print(f"\nBaselines, {kind}, on the same held-out set:")
+    if kind == "azr":
+        rows = read_jsonl(HELDOUT)
+        best, hits, per_family = b.constant_solved(rows)
+        print(f"- echo the input: {b.echo_solved(rows)}/{len(rows)}; the best constant answer ({best}): "
+              f"{hits}/{len(rows)}; the best constant per family: {per_family}/{len(rows)}")
+    elif kind == "tictactoe":
+        for name, policy in (("random legal player", b.random_legal), ("lowest empty square", b.lowest_empty)):
+            exact = [b.tictactoe_vs_random(policy, seat) for seat in (0, 1)]
+            heldout = b.tictactoe_heldout(policy)
+            print(f"- {name} vs the random player, win-or-draw seat 0 / seat 1: exactly {float(exact[0]):.3f} / "
+                  f"{float(exact[1]):.3f}; on the 60 held-out matches {float(heldout['seat0']):.3f} / "
+                  f"{float(heldout['seat1']):.3f}")
+    else:
+        for name, strategy in (("random legal player", b.kuhn_random), ("bet or call with the king only",
+                                                                        b.kuhn_king_only)):
+            print(f"- {name} vs the equilibrium player, exact chips per hand seat 0 / seat 1: "
+                  f"{float(b.kuhn_value(strategy, 0)):+.3f} / {float(b.kuhn_value(strategy, 1)):+.3f}")
+        print(f"- the game's value: {-1 / 18:+.3f} / {1 / 18:+.3f}")
 
 
 def plot_azr(runs: dict, path: Path) -> None:
@@ -536,7 +553,7 @@ def plot_game(game: str, runs: dict, path: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["heldout", "azr", "games", "summary"])
+    parser.add_argument("command", choices=["heldout", "azr", "games", "summary", "baselines"])
     parser.add_argument("--game", choices=["tictactoe", "kuhn_poker"])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "self_play")
@@ -552,6 +569,9 @@ def main() -> None:
         if args.game is None:
             parser.error("games needs --game tictactoe or --game kuhn_poker")
         run_seeds(args.game, args.seeds, args.out, args.overrides, args.vs_checkpoint)
+    elif args.command == "baselines":
+        for kind in ("azr", "tictactoe", "kuhn_poker"):
+            print_baselines(kind)
     else:
         summary(args.out, args.plots)
 

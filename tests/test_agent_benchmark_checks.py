@@ -3,14 +3,10 @@ environments, they are what the published agent figures are measured by (docs/re
 
 from __future__ import annotations
 
-import sys
+import ast
 
-from conftest import ROOT
-
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-from real_games import guess_solved, lake_solved  # noqa: E402
-from real_tool_use import episode_measures  # noqa: E402
+from benchmarks.real_games import guess_solved, lake_solved
+from benchmarks.real_tool_use import episode_measures
 
 QUESTION = "What is 518 * 632?"
 
@@ -57,7 +53,7 @@ def test_frozen_lake_walks_each_turn_s_first_move_and_a_hole_ends_the_walk():
 
 
 def test_guess_directions_tell_counting_upward_from_reading_the_replies():
-    from real_games import guess_directions
+    from benchmarks.real_games import guess_directions
 
     counting = conversation(("assistant", "1"), ("user", "higher"), ("assistant", "2"), ("user", "higher"),
                             ("assistant", "3"), ("user", "lower"), ("assistant", "4"))
@@ -70,7 +66,7 @@ def test_guess_directions_tell_counting_upward_from_reading_the_replies():
 def test_sampled_directions_pool_the_training_games_per_ten_steps(tmp_path):
     import json
 
-    from real_games import sampled_directions
+    from benchmarks.real_games import sampled_directions
 
     up = conversation(("assistant", "1"), ("user", "higher"), ("assistant", "2"), ("user", "lower"), ("assistant", "3"))
     down = conversation(("assistant", "10"), ("user", "lower"), ("assistant", "4"))
@@ -80,3 +76,50 @@ def test_sampled_directions_pool_the_training_games_per_ten_steps(tmp_path):
     assert (first["steps"], first["follows_higher"], first["follows_lower"], first["lower_replies"]) == \
         ("1-10", 1.0, 0.5, 2)
     assert (second["steps"], second["follows_higher"], second["follows_lower"]) == ("11-20", None, 1.0)
+
+
+def verifier_pays(reply: str, expected_repr: str) -> bool:
+    """Absolute Zero's deduction verdict as the training reward reads it (rlvr.tasks.program_io)."""
+    from rlvr.tasks.program_io import same_value, stated_value
+
+    return same_value(expected_repr, stated_value(reply, "output"))
+
+
+def test_absolute_zero_s_exact_check_agrees_with_the_verifier_on_the_asked_form():
+    from benchmarks.self_play import exact_correct
+
+    asked = [("Output: 26", "26", True), ("f adds 3, so\nOutput: 26", "26", True), ("Output: `[1, 2]`", "[1, 2]", True),
+             ("Output: 'WORLD'", "'WORLD'", True), ("Output: WORLD", "'WORLD'", True), ("Output: 25", "26", False),
+             ("Output: True", "1", False), ("output: 2.0", "2", True), ("Output: 1\nOutput: 2", "2", True)]
+    for reply, expected, right in asked:
+        assert exact_correct(reply, ast.literal_eval(expected)) is right, reply
+        assert verifier_pays(reply, expected) is right, reply
+
+
+def test_absolute_zero_s_exact_check_refuses_what_only_the_lenient_verifier_reads():
+    """The replies where the two part: the verifier also reads a value inside a sentence, in a ```output block, in
+    the last fenced block, or a bare reply; the exact check takes only the asked line `Output: <value>`."""
+    from benchmarks.self_play import exact_correct
+
+    lenient = ["26", "```\n26\n```", "```output\n26\n```", "So the output: 26"]
+    for reply in lenient:
+        assert verifier_pays(reply, "26") and not exact_correct(reply, 26), reply
+
+
+def test_the_games_summary_reads_gigpo_s_step_groups_from_the_training_metrics(tmp_path, capsys):
+    import json
+
+    from benchmarks.real_games import print_step_groups, step_groups
+
+    run = tmp_path / "gigpo" / "seed0"
+    run.mkdir(parents=True)
+    rows = [{"step": 0, "eval/accuracy": 0.0},
+            {"step": 1, "credit/step_group_size_mean": 2.0, "credit/singleton_step_groups": 0.5,
+             "credit/step_group_size_max": 8.0},
+            {"step": 2, "credit/step_group_size_mean": 3.0, "credit/singleton_step_groups": 0.25,
+             "credit/step_group_size_max": 5.0}]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert step_groups(run) == {"size": 2.5, "singletons": 0.375, "largest": 8.0}
+    assert step_groups(tmp_path) == {"size": None, "singletons": None, "largest": None}  # a run without them
+    print_step_groups(tmp_path, [{"credit": "gigpo", "seed": 0}, {"credit": "episode", "seed": 0}])
+    assert "| 0 | 2.50 | 37.5% | 8 |" in capsys.readouterr().out

@@ -142,7 +142,8 @@ def test_an_episode_is_the_templates_rendering_of_its_moves_and_grids():
     # Policy tokens are exactly the moves and their end tokens; every grid and template token is the environment's.
     policy = [t for t, mine in zip(episode.token_ids, episode.policy_mask) if mine]
     assert tok.decode(policy) == "Down<|im_end|>fly<|im_end|>Right<|im_end|>Down<|im_end|>Right<|im_end|>"
-    assert len(set(episode.anchors)) == 5  # each turn answers a new observation (GiGPO's anchor states)
+    # GiGPO's anchor states: where the player stands before each turn (the invalid reply left it in place)
+    assert episode.anchors == [(0, 0), (1, 0), (1, 0), (1, 1), (2, 1)]
 
 
 def test_sampled_frozen_lake_episodes_are_trained_on_their_sampled_ids():

@@ -394,17 +394,11 @@ def test_held_out_evaluation_scores_clean_verdicts_under_injected_noise():
 
 
 @pytest.fixture
-def bench(monkeypatch):
+def bench():
     """benchmarks/real_model.py as a module."""
-    import importlib.util
+    from benchmarks import real_model
 
-    from tests.conftest import ROOT
-
-    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
-    spec = importlib.util.spec_from_file_location("real_model_benchmark", ROOT / "benchmarks" / "real_model.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return real_model
 
 
 def test_the_words_key_reads_back_as_the_sum_only_outside_the_rule_checkers(bench):

@@ -128,12 +128,12 @@ def test_follow_ups_file_proposals_count_rejections_and_pay_learnability():
     task = AbsoluteZeroTask(seed=0, types=["deduction"], min_solve=2)
     propose = task.problem("train", 0)
     assert propose.role == "deduction.propose" and propose.fields["azr_kind"] == "propose"
-    double = valid("deduction", "def f(a):\n    return a * 2", "4", "8")
+    double = valid("deduction", "def f(a):\n    return a * 11", "4", "44")
     payloads = [double, REJECTED_PAYLOAD["error"], double, valid("deduction", "def f(a):\n    return -a", "1", "-1")]
     solve = task.follow_ups(3, [group(propose, payloads)])
     # the two distinct valid proposals, then nothing more to top up (min_solve 2 is met)
     assert [p.uid for p in solve] == ["step3-deduction-0", "step3-deduction-1"]
-    assert [p.answer for p in solve] == ["8", "-1"] and {p.role for p in solve} == {"deduction.solve"}
+    assert [p.answer for p in solve] == ["44", "-1"] and {p.role for p in solve} == {"deduction.solve"}
     assert task.follow_ups(3, [group(p, [None] * 4) for p in solve]) == []  # solve groups derive nothing
     assert len(task.buffers["deduction"]) == 3  # the identity seed plus the two new ones
     # the solver solved the first task 1 time in 4 and the second every time
@@ -146,6 +146,32 @@ def test_follow_ups_file_proposals_count_rejections_and_pay_learnability():
 
 
 REJECTED_PAYLOAD = {reason: {"rejected": reason} for reason in REJECTIONS}
+
+
+def test_the_held_out_programs_are_disjoint_from_the_seeds_and_never_enter_a_buffer(tmp_path):
+    from rlvr.errors import DataError
+    from rlvr.tasks.absolute_zero import SEED_PROGRAM, program_identity
+
+    task = AbsoluteZeroTask(seed=0, types=["deduction"], min_solve=0)
+    held = {program_identity(r["program"]) for r in task.heldout}
+    assert program_identity(SEED_PROGRAM) not in held  # the packaged set asks nothing about the seed program
+    assert program_identity("def f(x):\n    return x") == program_identity(SEED_PROGRAM)  # names do not matter
+    # a held-out set that asks about the seed program is refused
+    (tmp_path / "eval.jsonl").write_text(json.dumps({"id": "echo-0", "program": "def f(s):\n    return s",
+                                                      "input": "3", "output": "3"}) + "\n")
+    with pytest.raises(DataError, match="echo-0 asks about a program the buffers are seeded with"):
+        AbsoluteZeroTask(seed=0, eval_path=str(tmp_path / "eval.jsonl"))
+    # a valid proposal of a held-out program (renamed) is not filed, not solved, and counted
+    row = task.heldout[0]
+    renamed = row["program"].replace("(x)", "(value)").replace("x ", "value ")
+    assert program_identity(renamed) in held
+    propose = task.problem("train", 0)
+    payloads = [valid("deduction", renamed, row["input"], row["output"]),
+                valid("deduction", "def f(a):\n    return a * 7", "2", "14")]
+    solved = task.follow_ups(1, [group(propose, payloads)])
+    assert [p.answer for p in solved] == ["14"]
+    assert all(program_identity(e["program"]) not in held for entries in task.buffers.values() for e in entries)
+    assert task.metrics()["rejected/heldout"] == 1
 
 
 def test_a_type_without_fresh_tasks_is_topped_up_from_its_buffer():
@@ -545,7 +571,7 @@ def self_play_config(fast_config, root, steps, **extra):
     and TicTacToe self-play in one run, role baselines, writing to root/run."""
     root.mkdir(parents=True, exist_ok=True)
     seeds = root / "seed_tasks.jsonl"
-    seeds.write_text("".join(json.dumps({"program": f"def f(a):\n    return a * {k}", "input": str(k)}) + "\n"
+    seeds.write_text("".join(json.dumps({"program": f"def f(a):\n    return a * {k} - 1", "input": str(k)}) + "\n"
                              for k in range(2, 6)))
     return fast_config(**{
         "steps": steps, "model": {"tiny": {"max_position_embeddings": 1024, "vocab_size": 160}},

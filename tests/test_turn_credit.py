@@ -3,12 +3,21 @@ single-turn runs bit-identical with turn credit on."""
 
 from __future__ import annotations
 
+import json
 import math
 
+import pytest
 import torch
 
 from rlvr.algorithms import AdvantageInputs, compute_advantages
-from rlvr.algorithms.turn_credit import TURN_CREDIT, TurnInputs, keyed_normalize, turn_returns, turn_token_advantages
+from rlvr.algorithms.turn_credit import (
+    TURN_CREDIT,
+    TurnInputs,
+    keyed_normalize,
+    step_group_metrics,
+    turn_returns,
+    turn_token_advantages,
+)
 from rlvr.config import AlgorithmConfig, RunConfig
 from rlvr.models.prompts import PromptEncoder
 from rlvr.rollout import SamplingParams
@@ -141,7 +150,9 @@ def test_episode_runner_records_turns_and_the_trainer_reads_them(chat_policy):  
     for e, c in enumerate(flat):
         assert len(c.turn_starts) == len(c.anchors) == len(c.turn_rewards) == c.turns
         assert c.anchors[0] == flat[e // 3 * 3].anchors[0]  # the group's opening
-        assert all(a == '[{"content": "Incorrect. Try again.", "role": "user"}]' for a in c.anchors[1:])
+        opening = json.loads(c.anchors[0])
+        for t, anchor in enumerate(c.anchors):  # the whole conversation before turn t, never its last reply alone
+            assert json.loads(anchor) == opening + c.messages[: 2 * t]
         policy = torch.tensor(c.policy_mask)
         tt = inp.token_turns[e, : len(c.token_ids)]
         assert ((tt >= 0) == policy).all() and (inp.token_turns[e, len(c.token_ids):] == -1).all()
@@ -160,13 +171,54 @@ def test_single_turn_task_trains_bit_identically_with_turn_credit_on(fast_config
     assert all(torch.equal(params[None][k], params["gigpo"][k]) for k in params[None])
 
 
-def test_an_environment_task_trains_with_turn_credit(fast_config):
+@pytest.mark.parametrize("credit", ["turn_baseline", "gigpo"])
+def test_an_environment_task_trains_with_turn_credit(fast_config, credit):
     task = {"name": "arithmetic", "args": {"max_operand": 9, "eval_size": 10},
             "env": {"name": "try_again", "max_turns": 3, "max_tokens": 24}}
     trainer = Trainer(RunConfig.model_validate(fast_config(data={"tasks": [task]}, steps=1,
-                                                           algorithm={"turn_credit": "turn_baseline"})))
-    batch, _ = trainer.rollout()
+                                                           algorithm={"turn_credit": credit})))
+    batch, metrics = trainer.rollout()
+    if credit == "gigpo":  # the step groups it formed are logged: at least the group's first turns share one
+        assert metrics["credit/step_group_size_max"] >= 2 and 0 <= metrics["credit/singleton_step_groups"] < 1
+    else:
+        assert not any(k.startswith("credit/") for k in metrics)
     env_tokens = (batch.attention_mask[:, -batch.completion_width:] > 0) & (batch.completion_mask == 0)
     assert (batch.advantages[env_tokens] == 0).all()
     assert math.isfinite(trainer.update(batch)["actor/loss"])
     trainer.pool.close()
+
+
+def guess_env(secret: int = 15):
+    from rlvr.envs.guess_number import GuessNumberEnvironment, GuessNumberTask
+    from rlvr.tasks.base import Problem
+
+    task = GuessNumberTask(high=20)
+    return GuessNumberEnvironment(Problem(uid="g", prompt=task.prompt.format(high=20), answer=str(secret)), task)
+
+
+def test_anchor_states_never_collapse_different_histories_into_one_state():
+    """GiGPO's anchor state is the environment state a turn starts from: two turns that heard the same reply after
+    different play are different states (the last reply alone would make them one step group)."""
+    from rlvr.envs.try_again import TryAgainEnvironment
+
+    opening = [{"role": "user", "content": "What is 2 + 2?"}]
+    said = [{"role": "assistant", "content": "5"}, {"role": "user", "content": "Incorrect. Try again."}]
+    other = [{"role": "assistant", "content": "3"}, {"role": "user", "content": "Incorrect. Try again."}]
+    key = TryAgainEnvironment.state_key  # an environment without its own: the default, the whole history
+    assert key(None, opening + said) != key(None, opening + other)
+    assert key(None, opening + said) == key(None, [dict(m) for m in opening + said])
+    # guess-the-number names its state exactly: the interval the replies leave open
+    a, b = guess_env(), guess_env()
+    a.step("5"), b.step("9")  # both hear "higher"
+    assert a.state_key([]) == (6, 20) and b.state_key([]) == (10, 20)
+    a.step("9"), b.step("5")  # ... and reach one state by two paths: one step group
+    assert a.state_key([]) == b.state_key([]) == (10, 20)
+    b.step("17")  # "lower"
+    assert b.state_key([]) == (10, 16)
+
+
+def test_step_group_metrics_count_the_groups_gigpo_formed():
+    inp = turns([[0.0, 1.0], [0.0, 0.0], [1.0]], [0, 0, 1], anchors=[["o", "x"], ["o", "y"], ["o"]])
+    # group 0: its two first turns share "o", "x" and "y" are alone; group 1: one turn
+    assert step_group_metrics(inp) == {"credit/step_group_size_mean": 5 / 4, "credit/step_group_size_max": 2.0,
+                                       "credit/singleton_step_groups": 3 / 4}

@@ -17,7 +17,7 @@ from rlvr.algorithms.presets import PRESETS, get_preset
 from rlvr.algorithms.process_credit import future_step_returns
 from rlvr.algorithms.token_selection import high_entropy_token_mask, overlong_mask
 from rlvr.algorithms.tree_credit import subtree_centred
-from rlvr.algorithms.turn_credit import TURN_CREDIT, TurnInputs
+from rlvr.algorithms.turn_credit import TURN_CREDIT, TurnInputs, step_group_metrics
 
 __all__ = [
     "ADVANTAGES",
@@ -26,6 +26,7 @@ __all__ = [
     "PRESETS",
     "TURN_CREDIT",
     "TurnInputs",
+    "step_group_metrics",
     "AdvantageInputs",
     "AdaptiveKLController",
     "aggregate",

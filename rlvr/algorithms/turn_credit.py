@@ -10,6 +10,7 @@ Every estimator is a pure function; `apply_turn_credit` is the one call `compute
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Hashable
 from dataclasses import dataclass
 
@@ -103,6 +104,19 @@ def gigpo_credit(inp: TurnInputs, cfg: AlgorithmSettings) -> Tensor:
     groups = inp.group_ids.tolist()
     step = _per_turn(inp, g, lambda e, t: (groups[e], inp.anchors[e][t]), cfg)
     return (episode[:, None] + cfg.gigpo_step_weight * step) * inp.turn_mask
+
+
+def step_group_metrics(inp: TurnInputs) -> dict[str, float]:
+    """The step groups GiGPO forms from a step's episodes (turns of one group sharing an anchor state): their mean
+    size, the largest, and the share of groups of one turn (no baseline: their step advantage is 0), logged as
+    credit/step_group_size_mean, credit/step_group_size_max and credit/singleton_step_groups."""
+    groups = inp.group_ids.tolist()
+    keys = [(groups[e], inp.anchors[e][t]) for e, t in inp.turn_mask.nonzero().tolist()]
+    if not keys:
+        return {}
+    sizes = Counter(keys).values()
+    return {"credit/step_group_size_mean": sum(sizes) / len(sizes), "credit/step_group_size_max": float(max(sizes)),
+            "credit/singleton_step_groups": sum(n == 1 for n in sizes) / len(sizes)}
 
 
 def turn_token_advantages(per_turn: Tensor, token_turns: Tensor) -> Tensor:

@@ -12,8 +12,9 @@ the advantage estimators as any sample's score does (see `episode_verdict`).
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -108,6 +109,16 @@ class Environment(ABC):
     def metrics(self) -> dict[str, float]:
         """Numbers about the finished episode (tool calls, attempts), logged as reward/verifier/<name> means."""
         return {}
+
+    def state_key(self, history: list[Message]) -> Hashable:
+        """The environment state the next turn starts from, as a key: GiGPO's anchor state (Feng et al. 2025,
+        "Group-in-Group Policy Optimization for LLM Agent Training", arXiv 2505.10978), whose equal keys across a
+        group's episodes form one step group. `history`: the episode's conversation so far (the opening, every turn
+        and reply). By default the whole history, so two turns share a state only when everything before them was
+        the same (never the last reply alone: "higher" after different guesses is not one state); an environment
+        that knows its state exactly (a position, an interval) returns it, so equal states reached by different
+        paths are compared with each other."""
+        return json.dumps(history, sort_keys=True, ensure_ascii=False)
 
     def reply(self) -> EnvStep | None:
         """While the episode awaits a reply (after `step` returned `awaiting_reply`, or before its first turn when

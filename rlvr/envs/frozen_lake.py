@@ -170,6 +170,10 @@ class FrozenLakeEnvironment(Environment):
         grid = render(self.rows, self.at)
         return EnvStep([{"role": "user", "content": f"{EDGE}\n{grid}" if self.at == before else grid}])
 
+    def state_key(self, history: list) -> tuple[int, int]:
+        """GiGPO's anchor state: where the player stands (the map is the group's)."""
+        return self.at
+
     def outcome(self) -> Outcome:
         return Outcome(float(self.reached), self.reached)
 

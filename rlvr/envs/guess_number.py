@@ -71,6 +71,14 @@ class GuessNumberEnvironment(Environment):
             return EnvStep(done=True)
         return EnvStep([{"role": "user", "content": "higher" if guess < self.secret else "lower"}])
 
+    def state_key(self, history: list) -> tuple[int, int]:
+        """GiGPO's anchor state: the interval of secrets the replies so far leave open (lowest, highest), the whole
+        state of the game (the secret is the group's); a turn after "higher" to 5 and one after "higher" to 9 start
+        from different states."""
+        low = max([g + 1 for g in self.numbers if g < self.secret], default=1)
+        high = min([g - 1 for g in self.numbers if g > self.secret], default=getattr(self.task, "high", None))
+        return low, high
+
     def outcome(self) -> Outcome:
         return Outcome(float(self.found), self.found)
 

@@ -11,6 +11,7 @@ top-k/top-p act as sampling heuristics that the importance ratio does not see (a
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -100,10 +101,10 @@ class Episode(Completion):
     success: bool = False
     # Per assistant turn (for turn-level credit, rlvr.algorithms.turn_credit): where its tokens start in token_ids,
     # the turn reward the episode reward counts for it (the outcome is not in it), and its anchor state: the
-    # environment's observation it answers (the opening for the first turn, the environment's reply after).
+    # environment state the turn starts from (Environment.state_key: by default the whole conversation so far).
     turn_starts: list[int] = field(default_factory=list)
     turn_rewards: list[float] = field(default_factory=list)
-    anchors: list[str] = field(default_factory=list)
+    anchors: list[Hashable] = field(default_factory=list)
     # An agent episode's model calls as the endpoint recorded them (rlvr.rollout.agent_trace.CallRecord: prompt ids,
     # each choice's completion ids and logprobs, the policy version), earlier segments' included
     calls: list[Any] = field(default_factory=list)

@@ -13,9 +13,8 @@ episode's samples do not depend on which other episodes share the batch.
 
 from __future__ import annotations
 
-import json
 import time
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 
@@ -45,8 +44,8 @@ class _Running(TokenSequence):
     messages: list[Message] = field(default_factory=list)
     turn_rewards: list[float] = field(default_factory=list)
     turn_starts: list[int] = field(default_factory=list)
-    anchors: list[str] = field(default_factory=list)
-    observation: str = ""  # the anchor state of the next turn
+    anchors: list[Hashable] = field(default_factory=list)
+    opening: list[Message] = field(default_factory=list)  # the episode's opening messages (its shared prompt)
     turns: int = 0
     done: bool = False
     truncated: bool = False
@@ -116,7 +115,7 @@ class EpisodeRunner:
                                 encoded[part] if encoded is not None else None)
 
     def _open(self, task: EnvTask, problem: Problem, n: int, where: str
-              ) -> tuple[list[Environment], list[int], str]:
+              ) -> tuple[list[Environment], list[int], list[Message]]:
         envs = task.make_envs(problem, n, self.models)
         openings = [env.reset() for env in envs]
         opens_awaiting = envs[0].starts_awaiting_reply
@@ -127,7 +126,7 @@ class EpisodeRunner:
         if len(prompt) > self.encode.max_tokens:
             raise DataError(f"Opening prompt of task {task.label}, {where} {problem.uid} has {len(prompt)} tokens, "
                             f"over the limit of {self.encode.max_tokens} ({self.encode.limit_source}).")
-        return envs, prompt, anchor_state(openings[0])
+        return envs, prompt, openings[0]
 
     def play(self, work: list[tuple[EnvTask, Problem]], params: SamplingParams,
              generators: list[torch.Generator] | None = None, where: str = "problem"
@@ -140,7 +139,7 @@ class EpisodeRunner:
             envs, prompt, opening = self._open(task, problem, n, where)
             prompts.append(prompt)
             budget = task.config.max_tokens or task.config.max_turns * params.max_new_tokens
-            running += [_Running(env, task, prompt, budget, observation=opening,
+            running += [_Running(env, task, prompt, budget, opening=opening,
                                  awaiting_reply=env.starts_awaiting_reply)
                         for env in envs]
         self.env_s += time.perf_counter() - t0
@@ -206,7 +205,7 @@ class EpisodeRunner:
         kept = min(len(c.token_ids), r.left)
         ids = c.token_ids[:kept]
         r.turn_starts.append(len(r.ids))
-        r.anchors.append(r.observation)
+        r.anchors.append(anchor_state(r))
         r.append(ids, True, c.logprobs[:kept], c.entropies[:kept] if c.entropies else None)
         r.turns += 1
         r.last_turn = ids
@@ -257,7 +256,6 @@ class EpisodeRunner:
             return
         r.append(reply, False)
         r.messages += step.messages
-        r.observation = anchor_state(step.messages)
 
     def _end_early(self, r: _Running) -> None:
         """End an episode the environment did not end (token budget, turn limit); it hears of it (abandon)."""
@@ -282,7 +280,11 @@ class EpisodeRunner:
                        turn_starts=r.turn_starts, turn_rewards=turn_rewards, anchors=r.anchors)
 
 
-def anchor_state(messages: list[Message]) -> str:
-    """A turn's anchor state: the environment's messages it answers, as one string (GiGPO matches turns of a group's
-    episodes that start from equal observations)."""
-    return json.dumps(messages, sort_keys=True, ensure_ascii=False)
+def anchor_state(r: _Running) -> Hashable:
+    """The anchor state of the turn `r` is about to take (GiGPO's step groups, rlvr.algorithms.turn_credit): its
+    environment's state key, from the conversation so far (the opening, every turn and reply)."""
+    try:
+        return r.env.state_key([*r.opening, *r.messages])
+    except Exception as e:
+        raise RlvrError(f"Environment '{r.task.config.name}' failed naming its state before turn {r.turns + 1} of an "
+                        f"episode of task {r.task.label}: {type(e).__name__}: {e}") from e

@@ -28,6 +28,7 @@ the proposer: recipes/data/program_outputs.jsonl.
 
 from __future__ import annotations
 
+import ast
 import json
 import random
 from collections import Counter
@@ -220,6 +221,15 @@ class AbsoluteZeroTask(Task):
             self.buffers["deduction"].append(dict(entry))
             self.buffers["abduction"].append(dict(entry))
         self.filed = {entry_key(t, e) for t, entries in self.buffers.items() for e in entries}
+        self.heldout_programs = {program_identity(r["program"]): r["id"] for r in self.heldout}
+        for entries in self.buffers.values():
+            for entry in entries:
+                if program_identity(entry["program"]) in self.heldout_programs:
+                    held = self.heldout_programs[program_identity(entry["program"])]
+                    raise DataError(f"held-out question {held} asks about a program the buffers are seeded with "
+                                    f"({entry['program']!r}: the seed program or a seed_tasks row); the held-out set "
+                                    "must be disjoint from every program the solver trains on: drop it from eval_path "
+                                    "or from seed_tasks.")
         self.rng = random.Random(f"absolute-zero-{seed}")
         self.counts: Counter = Counter()
         self.pending: dict[tuple[str, int], str] = {}  # (propose uid, sample) -> the uid of its solve problem
@@ -288,8 +298,11 @@ class AbsoluteZeroTask(Task):
                 if "rejected" in proposal:
                     self.counts[f"rejected/{proposal['rejected']}"] += 1
                     continue
-                self.counts["valid"] += 1
                 entry = {k: v for k, v in proposal.items() if k != "type"}
+                if program_identity(entry["program"]) in self.heldout_programs:  # never trained on: not filed
+                    self.counts["rejected/heldout"] += 1
+                    continue
+                self.counts["valid"] += 1
                 if task_type == "induction":
                     entry["shown"] = (len(entry["cases"]) + 1) // 2
                 key = entry_key(task_type, entry)
@@ -358,6 +371,33 @@ class AbsoluteZeroTask(Task):
         yield from (self.problem("train", i).prompt for i in range(min(n, 3 * len(self.types))))
         yield from (self.problem("eval", i).prompt for i in range(len(self.heldout)))
         yield "Output: 'Hello World'\nInput: 1, 2\nHint: f adds one"
+
+
+class _Canonical(ast.NodeTransformer):
+    """Names a function's arguments by position, so programs that differ only in them are one program."""
+
+    def __init__(self, names: list[str]):
+        self.names = {name: f"_{i}" for i, name in enumerate(names)}
+
+    def visit_arg(self, node: ast.arg) -> ast.arg:
+        node.arg = self.names.get(node.arg, node.arg)
+        return node
+
+    def visit_Name(self, node: ast.Name) -> ast.Name:
+        node.id = self.names.get(node.id, node.id)
+        return node
+
+
+def program_identity(program: str) -> str:
+    """A program's identity for the held-out set's disjointness: its syntax tree with the arguments named by
+    position (`def f(a): return a` and `def f(x):\n    return x` are one program); the text itself when it does not
+    parse."""
+    try:
+        tree = ast.parse(program)
+    except (SyntaxError, ValueError):
+        return program
+    names = [a.arg for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) for a in node.args.args]
+    return ast.dump(_Canonical(names).visit(tree), annotate_fields=False)
 
 
 def entry_key(task_type: str, entry: dict) -> str:

@@ -16,6 +16,7 @@ from rlvr.algorithms import (
     kl_penalized_rewards,
     last_token_rewards,
     overlong_mask,
+    step_group_metrics,
 )
 from rlvr.config import AlgorithmConfig
 from rlvr.rollout.base import Completion
@@ -49,13 +50,15 @@ def episode_turns(completions: list[Completion], batch: RolloutBatch) -> TurnInp
 def assign_advantages(batch: RolloutBatch, a: AlgorithmConfig, labels: list[str], history: dict, kl_coef: float,
                       reference_logprobs: Callable[[RolloutBatch], torch.Tensor],
                       completions: list[Completion] | None = None,
-                      teacher_logprobs: Callable[[RolloutBatch], torch.Tensor] | None = None) -> dict:
+                      teacher_logprobs: Callable[[RolloutBatch], torch.Tensor] | None = None
+                      ) -> tuple[dict, dict[str, float]]:
     """Set `batch.advantages` and `batch.loss_mask` (and `batch.ref_logprobs` when KL is on, `batch.teacher_logprobs`
-    with a teacher); returns the estimator's history (DCPO's cumulative statistics). `labels[t]` names task t in the
-    prompts' uids; `completions` (row by row) give the episodes' turns to `algorithm.turn_credit`, their tree paths,
-    and their span rewards (process credit, rlvr.rollout.process_rewards) as the estimator's step_rewards and
-    step_mask; `teacher_logprobs` scores the batch under the teacher (on-policy distillation: the student's side is
-    the sampling logprobs, those of the policy that sampled, as verl and Tinker take them)."""
+    with a teacher); returns the estimator's history (DCPO's cumulative statistics) and the step's credit metrics
+    (GiGPO's step groups). `labels[t]` names task t in the prompts' uids; `completions` (row by row) give the
+    episodes' turns to `algorithm.turn_credit`, their tree paths, and their span rewards (process credit,
+    rlvr.rollout.process_rewards) as the estimator's step_rewards and step_mask; `teacher_logprobs` scores the batch
+    under the teacher (on-policy distillation: the student's side is the sampling logprobs, those of the policy that
+    sampled, as verl and Tinker take them)."""
     mask = batch.completion_mask
     spans = span_tensors(completions, mask.shape[1]) if completions else None
     if teacher_logprobs is not None:
@@ -66,12 +69,13 @@ def assign_advantages(batch: RolloutBatch, a: AlgorithmConfig, labels: list[str]
         if a.kl_placement == "reward":
             kl = KL_ESTIMATORS.get(a.kl_estimator)(batch.rollout_logprobs, batch.ref_logprobs)
             token_rewards = kl_penalized_rewards(last_token_rewards(batch.scores, mask), kl, kl_coef, mask)
+    turns = episode_turns(completions, batch) if a.turn_credit and completions else None
     batch.advantages, history = compute_advantages(
         AdvantageInputs(scores=batch.scores, group_ids=batch.group_ids, mask=mask,
                         uids=[f"{labels[m['task']]}/{m['uid']}" for m in batch.metadata],
                         roles=[role_key(labels[m["task"]], m.get("role")) for m in batch.metadata],
                         token_rewards=token_rewards, history=history,
-                        turns=episode_turns(completions, batch) if a.turn_credit and completions else None,
+                        turns=turns,
                         step_rewards=spans[0] if spans else None, step_mask=spans[1] if spans else None,
                         tree_paths=[c.tree_path for c in completions] if completions else None,
                         logprobs=batch.rollout_logprobs * mask, teacher_logprobs=batch.teacher_logprobs),
@@ -81,7 +85,7 @@ def assign_advantages(batch: RolloutBatch, a: AlgorithmConfig, labels: list[str]
     if a.high_entropy_fraction is not None:
         loss_mask = loss_mask * high_entropy_token_mask(batch.rollout_entropy, loss_mask, a.high_entropy_fraction)
     batch.loss_mask = loss_mask
-    return history
+    return history, step_group_metrics(turns) if a.turn_credit == "gigpo" and turns is not None else {}
 
 
 def span_tensors(completions: list[Completion], width: int) -> tuple[torch.Tensor, torch.Tensor] | None:

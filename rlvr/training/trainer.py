@@ -273,10 +273,9 @@ class Trainer:
                                               self.tokenizer.pad_token_id, meta)
         batch.scores = torch.cat([g.scored.total for g in trained]).float()
         labels = [t.label for t in self.tasks]
-        self.advantage_history = assign_advantages(batch, self.cfg.algorithm, labels,
-                                                   self.advantage_history, self.kl_coef, self._reference_logprobs,
-                                                   [c for g in trained for c in g.completions],
-                                                   self._teacher_logprobs if self.teacher else None)
+        self.advantage_history, credit_metrics = assign_advantages(
+            batch, self.cfg.algorithm, labels, self.advantage_history, self.kl_coef, self._reference_logprobs,
+            [c for g in trained for c in g.completions], self._teacher_logprobs if self.teacher else None)
         outcomes = self._observe(step.generated, trained, batch)
         metrics = rollout_metrics(batch, step.scored, outcomes, self.params.n, self.tasks, self.stats, self.sampler)
         if self.kl_control is not None:
@@ -286,6 +285,7 @@ class Trainer:
         if self.teacher_logprob_s:
             metrics["perf/teacher_logprob_s"] = self.teacher_logprob_s
         metrics.update(step.metrics)
+        metrics.update(credit_metrics)
         return batch, metrics
 
     def _observe(self, generated: list[Group], trained: list[Group], batch: RolloutBatch) -> list[GroupOutcome]:

@@ -1,5 +1,5 @@
 """Writes program_outputs.jsonl: held-out program-output questions (deduction: what does f(input) return?) for the
-absolute_zero task's evaluation, written apart from any proposer: 20 small program families, 6 instances each with
+absolute_zero task's evaluation, written apart from any proposer: 19 small program families, 6 instances each with
 constants and inputs drawn from a fixed seed, each output the repr of what running the program returns (the
 programs are ours, so they run here in-process; benchmarks/self_play.py checks every answer again in the sandbox).
 
@@ -10,6 +10,8 @@ import json
 import random
 from pathlib import Path
 
+from rlvr.tasks.absolute_zero import SEED_PROGRAM, program_identity
+
 WORDS = ["apple", "river", "stone", "cloud", "tiger", "lemon", "piano", "mango", "ocean", "pixel", "Hello", "World"]
 
 
@@ -19,6 +21,7 @@ def families(rng: random.Random):
     xs = [rng.randint(0, 20) for _ in range(rng.randint(3, 5))]
     n = rng.randint(2, 30)
     return [
+        # drawn, then left out by main() (the seed program), so the other families keep their draws
         ("identity", "def f(a):\n    return a", repr(rng.choice([word, n, xs]))),
         ("add", f"def f(x):\n    return x + {k}", repr(n)),
         ("multiply", f"def f(x):\n    return x * {m}", repr(n)),
@@ -52,6 +55,8 @@ def main() -> None:
             scope: dict = {}
             exec(program, scope)  # our own programs
             output = repr(eval(f"f({arguments})", scope))
+            if program_identity(program) == program_identity(SEED_PROGRAM):
+                continue  # the solver trains on the seed program: a held-out question never asks about it
             rows.append({"id": f"{name}-{i}", "program": program, "input": arguments, "output": output})
     path = Path(__file__).with_name("program_outputs.jsonl")
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
