@@ -79,7 +79,9 @@ def test_sigkill_mid_run_then_resume_matches_uninterrupted(fast_config, write_re
     deadline = time.time() + 300
     while not list_checkpoints(tmp_path / "killed" / "checkpoints") and time.time() < deadline:
         time.sleep(0.01)
-    time.sleep(0.2)  # land somewhere after the first checkpoint, mid-step or mid-checkpoint
+    # land somewhere after the first checkpoint, mid-step or mid-checkpoint (a longer wait let a loaded machine's run,
+    # whose steps take tens of milliseconds, finish all 12 steps before the kill)
+    time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     done = list_checkpoints(tmp_path / "killed" / "checkpoints")
