@@ -4,7 +4,7 @@ See docs/environments.md.
 May import rewards, tasks, verifiers, sandbox and below; `make_tasks` builds a run's tasks, each wrapped in its
 environment when it has one."""
 
-from rlvr.envs import frozen_lake, guess_number, kuhn_poker, skyrl_adapter, tictactoe, tool_use, try_again  # noqa: F401  (register the built-ins)
+from rlvr.envs import frozen_lake, guess_number, kuhn_poker, search, skyrl_adapter, tictactoe, tool_use, try_again  # noqa: F401  (register the built-ins)
 from rlvr.envs.base import ENVIRONMENTS, REWARD_RULES, Environment, EnvStep, Outcome
 from rlvr.envs.task import EnvTask, make_tasks, with_environment
 

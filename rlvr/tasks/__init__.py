@@ -10,7 +10,7 @@ May import verifiers, sandbox, models and below; a task knows no environment (rl
 from __future__ import annotations
 
 # Register the built-in tasks.
-from rlvr.tasks import absolute_zero, arithmetic, arithmetic_chain, code, dataset, reasoning_gym, shapes  # noqa: E402,F401
+from rlvr.tasks import absolute_zero, arithmetic, arithmetic_chain, code, dataset, qa, reasoning_gym, shapes  # noqa: E402,F401
 from rlvr.tasks import math as math_task  # noqa: E402,F401
 from rlvr.tasks.base import TASKS, GroupResult, Problem, Task, make_task
 
