@@ -35,6 +35,7 @@ from real_model import (
     mean_sd,
     run_minutes,
     sample_episodes,
+    save_figure,
     train_resumably,
 )
 
@@ -317,11 +318,7 @@ def plot(results: list[dict], game: str, path: Path) -> None:
     axes[0].set_ylabel("%")
     axes[2].set_ylabel("%")
     axes[0].legend(fontsize=8)
-    fig.suptitle(f"SmolLM2-135M-Instruct, {game.replace('_', ' ')}: episode reward vs GiGPO (thin: seeds)")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    print(f"wrote {path}")
+    save_figure(fig, f"SmolLM2-135M-Instruct, {game.replace('_', ' ')}: episode reward vs GiGPO (thin: seeds)", path)
 
 
 def main() -> None:

@@ -286,6 +286,15 @@ def save_curves(fig, ax, ylabel: str, legend_size: int, path: Path) -> None:
     print(f"wrote {path}")
 
 
+def save_figure(fig, title: str, path: Path) -> None:
+    """A figure of panels, titled and written to `path`."""
+    fig.suptitle(title)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    print(f"wrote {path}")
+
+
 # ------------------------------------------------------------------------------------------------------- trl
 
 

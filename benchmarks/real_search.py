@@ -31,7 +31,7 @@ import sys
 import time
 from pathlib import Path
 
-from real_model import ROOT, commit, has_checkpoints, load_average, mean_sd, run_minutes, train_resumably
+from real_model import ROOT, commit, has_checkpoints, load_average, mean_sd, run_minutes, save_figure, train_resumably
 
 from rlvr.tracking.jsonl import read_jsonl
 
@@ -210,16 +210,10 @@ def plot(results: list[dict], base: dict | None, path: Path) -> None:
     if base:
         axes[0].axhline(100 * base["exact"], color="black", linestyle="--", label="same model, no tool")
     for ax, (_, title, scale) in zip(axes, keys):
-        ax.set_title(title)
-        ax.set_xlabel("GRPO step (held-out greedy evaluations)")
-        ax.set_ylabel("%" if scale == 100 else "per episode")
+        ax.set(title=title, xlabel="GRPO step (held-out greedy evaluations)", ylabel="%" if scale == 100 else "count")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-    fig.suptitle("SmolLM2-135M-Instruct searching a fictional corpus (BM25), held-out entities")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    print(f"wrote {path}")
+    save_figure(fig, "SmolLM2-135M-Instruct searching a fictional corpus (BM25), held-out entities", path)
 
 
 def main() -> None:

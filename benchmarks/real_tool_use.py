@@ -47,6 +47,7 @@ from real_model import (
     run,
     run_minutes,
     sample_episodes,
+    save_figure,
     train_resumably,
 )
 
@@ -274,11 +275,7 @@ def plot(arms: dict[str, list[dict]], path: Path) -> None:
         ax.set_ylabel("%")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-    fig.suptitle("SmolLM2-135M-Instruct, 3-digit multiplication with a calculator (one line per seed)")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    print(f"wrote {path}")
+    save_figure(fig, "SmolLM2-135M-Instruct, 3-digit multiplication with a calculator (one line per seed)", path)
 
 
 def main() -> None:

@@ -117,14 +117,6 @@ def in_child(kind: str, corpus: Path, directory: Path, queries: int) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT,
-                              check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
@@ -137,6 +129,7 @@ def main() -> None:
     if args.child:
         return child(args)
     import bm25s
+    from real_model import commit
 
     work = Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)
