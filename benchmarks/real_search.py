@@ -2,7 +2,8 @@
 answers it cannot know? (recipes/smollm2_search.yaml, docs/results.md "Search agent on a real model")
 
     python benchmarks/real_search.py baseline [--output runs/real_search]     # the same model without the tool
-    python benchmarks/real_search.py train --seeds 0 1 2 [--output runs/real_search]
+    python benchmarks/real_search.py train --arm rl --seeds 0 1 2 [--output runs/real_search]
+    python benchmarks/real_search.py train --arm format --seeds 0 1 2
     python benchmarks/real_search.py summary [--output runs/real_search] [--plot docs/img/real_search.png]
 
 The questions are about made-up people, towns and guilds (recipes/data/make_search_qa.py); the held-out ones name
@@ -10,7 +11,10 @@ only entities no training question names. `baseline` answers the held-out questi
 system prompt asks for <answer>...</answer> and offers no search): what the model gets right without the corpus.
 `train` runs the recipe per seed, resumably (a stopped run continues from its last checkpoint when started again),
 and reads its held-out greedy evaluations (eval_completions.jsonl; the first is the base model with the tool) and
-its sampled training episodes (completions.jsonl).
+its sampled training episodes (completions.jsonl). Arms, each from the base model:
+- `rl`: the recipe: exact match is the only reward;
+- `format`: plus the search environment's format term at 0.5 (`format_reward`: an episode that searched, every
+  search well formed), ToolRL's kind, which started tool use reliably in benchmarks/real_tool_use.py.
 
 Every measure is computed here from the episodes' messages, apart from the reward:
 - exact: the last assistant turn's last <answer>...</answer> (else the whole turn), lowercased, without
@@ -139,8 +143,11 @@ def baseline(args) -> None:
 # ---------------------------------------------------------------------------------------------------- train
 
 
+ARMS = {"rl": [], "format": ["data.tasks.0.env.args.format_reward=0.5"]}
+
+
 def train(args) -> None:
-    out = Path(args.output)
+    out = Path(args.output) / args.arm
     out.mkdir(parents=True, exist_ok=True)
     known = questions()
     for seed in args.seeds:
@@ -148,15 +155,15 @@ def train(args) -> None:
         if (out / f"seed{seed}.json").is_file():
             print(f"seed {seed}: finished earlier, kept ({out / f'seed{seed}.json'})")
             continue
-        settings = [f"seed={seed}", *(["steps=" + str(args.steps)] if args.steps else []), *args.set]
+        settings = [f"seed={seed}", *(["steps=" + str(args.steps)] if args.steps else []), *ARMS[args.arm], *args.set]
         load, t0, resumed = load_average(), time.perf_counter(), has_checkpoints(run_dir)
         seconds = train_resumably([str(RECIPE), *settings], run_dir, out / f"seed{seed}.log")
-        result = {"seed": seed, "commit": commit(), "resumed": resumed, "wall_seconds": time.perf_counter() - t0,
+        result = {"arm": args.arm, "seed": seed, "commit": commit(), "resumed": resumed, "wall_seconds": time.perf_counter() - t0,
                   "rl_seconds": seconds, "load_before": load, "load_after": load_average(),
                   "eval": curve(run_dir / "eval_completions.jsonl", known, "uid"),
                   "train": curve(run_dir / "completions.jsonl", known, "")}
         (out / f"seed{seed}.json").write_text(json.dumps(result, indent=2))
-        print(f"seed {seed}: {result['wall_seconds'] / 60:.1f} min (load {load} -> {load_average()})")
+        print(f"{args.arm} seed {seed}: {result['wall_seconds'] / 60:.1f} min (load {load} -> {load_average()})")
         for p in result["eval"]:
             print(f"  step {p['step']:>3}: exact {pct(p['exact'])}  searched {pct(p['searched'])}  searches "
                   f"{p['searches']:.2f}  query names the entity {pct(p['names_entity'])}", flush=True)
@@ -171,25 +178,27 @@ def pct(x: float | None) -> str:
 
 def summary(args) -> None:
     out = Path(args.output)
-    results = [json.loads(p.read_text()) for p in sorted(out.glob("seed*.json"))]
+    results = [json.loads(p.read_text()) for p in sorted(out.glob("*/seed*.json"))]
     base = json.loads((out / "baseline.json").read_text()) if (out / "baseline.json").is_file() else None
     if not results:
         raise SystemExit(f"no results under {out} (run `train` first)")
     print(f"without the tool (greedy, same held-out questions): exact {pct(base['exact']) if base else 'not run'}")
-    print("| seed | held-out greedy exact, base -> end | searched | searches per episode | query names the entity | "
+    print("| arm | seed | held-out greedy exact, base -> end | searched | searches per episode | query names the entity | "
           "sampled training episodes: exact, step 1 -> last 5 | searched | minutes |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in results:
         first, last = r["eval"][0], r["eval"][-1]
         late = {k: statistics.mean(p[k] for p in r["train"][-5:]) for k in ("exact", "searched")}
-        print(f"| {r['seed']} | {pct(first['exact'])} -> {pct(last['exact'])} | {pct(first['searched'])} -> "
+        print(f"| {r['arm']} | {r['seed']} | {pct(first['exact'])} -> {pct(last['exact'])} | {pct(first['searched'])} -> "
               f"{pct(last['searched'])} | {first['searches']:.2f} -> {last['searches']:.2f} | "
               f"{pct(first['names_entity'])} -> {pct(last['names_entity'])} | {pct(r['train'][0]['exact'])} -> "
               f"{pct(late['exact'])} | {pct(r['train'][0]['searched'])} -> {pct(late['searched'])} | "
               f"{run_minutes(r)} |")
-    if len(results) > 1:
-        print(f"| mean ± sd ({len(results)} seeds) | {mean_sd([r['eval'][-1]['exact'] for r in results], pct)} | "
-              f"{mean_sd([r['eval'][-1]['searched'] for r in results], pct)} | | | | | |")
+    for arm in dict.fromkeys(r["arm"] for r in results):
+        mine = [r for r in results if r["arm"] == arm]
+        if len(mine) > 1:
+            print(f"| {arm} | mean ± sd ({len(mine)} seeds) | {mean_sd([r['eval'][-1]['exact'] for r in mine], pct)} "
+                  f"| {mean_sd([r['eval'][-1]['searched'] for r in mine], pct)} | | | | | |")
     if args.plot:
         plot(results, base, Path(args.plot))
 
@@ -206,7 +215,8 @@ def plot(results: list[dict], base: dict | None, path: Path) -> None:
     for r in results:
         for ax, (key, _, scale) in zip(axes, keys):
             points = [(p["step"], p[key]) for p in r["eval"] if p[key] is not None]
-            ax.plot([s for s, _ in points], [scale * v for _, v in points], marker="o", label=f"seed {r['seed']}")
+            ax.plot([s for s, _ in points], [scale * v for _, v in points], marker="o",
+                    label=f"{r['arm']} seed {r['seed']}")
     if base:
         axes[0].axhline(100 * base["exact"], color="black", linestyle="--", label="same model, no tool")
     for ax, (_, title, scale) in zip(axes, keys):
@@ -222,6 +232,7 @@ def main() -> None:
     b = sub.add_parser("baseline")
     b.add_argument("--output", default="runs/real_search")
     t = sub.add_parser("train")
+    t.add_argument("--arm", choices=list(ARMS), required=True)
     t.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     t.add_argument("--steps", type=int, default=None)
     t.add_argument("--output", default="runs/real_search")

@@ -161,15 +161,21 @@ def test_tool_call_protocol_cut_queries_and_a_retriever_that_raises(corpus, tmp_
     assert env.step("The answer is Dreshold.").done
     m = env.metrics()
     assert (m["search_errors"], m["malformed_searches"], m["searches"]) == (1, 1, 2)
-    assert env.outcome().reward == 0.0  # not the bare answer, and no format bonus after failed calls
+    assert env.outcome().reward == 0.0  # not the bare answer, and no format term after failed calls
 
 
-def test_the_format_term_is_off_by_default_and_paid_for_a_clean_answer(corpus, tmp_path):
+def test_the_format_term_is_off_by_default_and_paid_for_well_formed_searches(corpus, tmp_path):
     for bonus in (0.0, 0.25):
         _, env = search_env(corpus, tmp_path, format_reward=bonus)
         env.step("<search>Veltor</search>")
         env.step("<answer>Kestwick</answer>")
-        assert env.outcome().reward == bonus
+        assert env.outcome().reward == bonus  # searched, every search well formed; the answer is wrong
+    _, env = search_env(corpus, tmp_path, format_reward=0.25)
+    assert env.step("<answer>Dreshold</answer>").done and env.outcome().reward == 1.0  # no search: no term
+    _, env = search_env(corpus, tmp_path, format_reward=0.25)
+    env.step("<search>Veltor</search><search>Dreshold")
+    env.step("<answer>Dreshold</answer>")
+    assert env.outcome().reward == 1.0  # a malformed search: no term
 
 
 P = "Where was Veltor Quann born?"

@@ -71,7 +71,8 @@ class Searcher:
 class SearchEnvironment(Environment):
     """Search a corpus, then answer (args: corpus, the passages' JSONL / Parquet file; call_format 'tags' (Search-R1)
     or 'json'; k passages per search; max_passage_chars, max_query_chars; index_dir, default $RLVR_CACHE_DIR/bm25;
-    k1, b of BM25; format_reward, added for an episode that answers in the protocol's form, 0 by default;
+    k1, b of BM25; format_reward, 0 by default, added for an episode that searched and whose every search was well
+    formed and answered without an error (ToolRL's call-format reward, Qian et al. 2025, applied to searches);
     timeout_s per search)."""
 
     corpus_hint = ("<search>query</search>", "<information>Doc 1 (Title: Name) text</information>",
@@ -94,7 +95,6 @@ class SearchEnvironment(Environment):
         self.call_format, self.format_reward = call_format, format_reward
         self.tools = [self.tool] if call_format == "json" else []  # schemas for chat templates that take tools
         self.answer: str | None = None
-        self.well_formed = True
         self.searches = self.errors = self.malformed = 0
 
     def _calls(self, text: str) -> list[ToolCall] | None:
@@ -104,10 +104,8 @@ class SearchEnvironment(Environment):
         if ANSWER_TAG.search(text):
             return None
         calls = [ToolCall("search", {"query": q}) for q in SEARCH_TAG.findall(text)]
-        if not calls and "<search>" in text:
-            return [ToolCall("", {}, "a search is written <search>query</search>; the closing tag is missing")]
-        if not calls:
-            self.well_formed = False  # an answer without <answer> tags
+        if text.count("<search>") > len(calls):  # an opening tag without its closing one
+            calls.append(ToolCall("", {}, "a search is written <search>query</search>; the closing tag is missing"))
         return calls or None
 
     def step(self, text: str) -> EnvStep:
@@ -122,7 +120,6 @@ class SearchEnvironment(Environment):
             self.searches += not call.error
             self.malformed += bool(call.error)
             self.errors += failed and not call.error
-            self.well_formed = self.well_formed and not failed
             if self.call_format == "json":
                 messages.append({"role": "tool", "name": "search", "content": result})
             else:
@@ -131,7 +128,8 @@ class SearchEnvironment(Environment):
 
     def outcome(self) -> Outcome:
         score = 0.0 if self.answer is None else verify(self.task, self.problem, self.answer)
-        bonus = self.format_reward if self.answer is not None and self.well_formed else 0.0
+        well_formed = self.searches > 0 and self.errors == 0 and self.malformed == 0
+        bonus = self.format_reward if well_formed else 0.0
         return Outcome(score + bonus, score >= 1.0)
 
     def metrics(self) -> dict[str, float]:
