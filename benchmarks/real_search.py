@@ -126,7 +126,7 @@ def baseline(args) -> None:
     t0 = time.perf_counter()
     with torch.no_grad():
         groups = engine.generate([encode(p.prompt) for p in problems],
-                                 SamplingParams(n=1, temperature=0.0, max_new_tokens=cfg.rollout.max_new_tokens,
+                                 SamplingParams(n=1, greedy=True, max_new_tokens=cfg.rollout.max_new_tokens,
                                                 stop=["</answer>"]))
     rows = [{"prompt": p.prompt, "completion": g[0].text, "correct": None} for p, g in zip(problems, groups)]
     known = questions()
