@@ -94,12 +94,12 @@ def rates(rows: list[dict], known: dict[str, dict]) -> dict[str, float | None]:
             "verifier": statistics.mean(float(bool(r["correct"])) for r in rows), "episodes": len(rows)}
 
 
-def curve(path: Path, known: dict[str, dict], key: str) -> list[dict]:
-    """Per step of a completions file: the rates over its rows (a row written again by a restart replaces its twin
-    when `key` names it)."""
+def curve(path: Path, known: dict[str, dict]) -> list[dict]:
+    """Per step of a completions file: the rates over its rows (a row written again by a resumed run replaces its
+    twin: same problem and sample)."""
     by_step: dict[int, dict] = {}
-    for i, row in enumerate(read_jsonl(path)):
-        by_step.setdefault(row["step"], {})[row.get(key, i)] = row
+    for row in read_jsonl(path):
+        by_step.setdefault(row["step"], {})[(row["uid"], row.get("sample", 0))] = row
     return [{"step": step, **rates(list(rows.values()), known)} for step, rows in sorted(by_step.items())]
 
 
@@ -160,8 +160,8 @@ def train(args) -> None:
         seconds = train_resumably([str(RECIPE), *settings], run_dir, out / f"seed{seed}.log")
         result = {"arm": args.arm, "seed": seed, "commit": commit(), "resumed": resumed, "wall_seconds": time.perf_counter() - t0,
                   "rl_seconds": seconds, "load_before": load, "load_after": load_average(),
-                  "eval": curve(run_dir / "eval_completions.jsonl", known, "uid"),
-                  "train": curve(run_dir / "completions.jsonl", known, "")}
+                  "eval": curve(run_dir / "eval_completions.jsonl", known),
+                  "train": curve(run_dir / "completions.jsonl", known)}
         (out / f"seed{seed}.json").write_text(json.dumps(result, indent=2))
         print(f"{args.arm} seed {seed}: {result['wall_seconds'] / 60:.1f} min (load {load} -> {load_average()})")
         for p in result["eval"]:
@@ -179,6 +179,12 @@ def pct(x: float | None) -> str:
 def summary(args) -> None:
     out = Path(args.output)
     results = [json.loads(p.read_text()) for p in sorted(out.glob("*/seed*.json"))]
+    known = questions()
+    for run_dir in sorted(out.glob("*/seed*/")):  # a run stopped before its end: its curves so far
+        if not run_dir.with_suffix(".json").is_file() and (run_dir / "eval_completions.jsonl").is_file():
+            results.append({"arm": run_dir.parent.name, "seed": int(run_dir.name.removeprefix("seed")),
+                            "unfinished": True, "eval": curve(run_dir / "eval_completions.jsonl", known),
+                            "train": curve(run_dir / "completions.jsonl", known)})
     base = json.loads((out / "baseline.json").read_text()) if (out / "baseline.json").is_file() else None
     if not results:
         raise SystemExit(f"no results under {out} (run `train` first)")
@@ -193,7 +199,7 @@ def summary(args) -> None:
               f"{pct(last['searched'])} | {first['searches']:.2f} -> {last['searches']:.2f} | "
               f"{pct(first['names_entity'])} -> {pct(last['names_entity'])} | {pct(r['train'][0]['exact'])} -> "
               f"{pct(late['exact'])} | {pct(r['train'][0]['searched'])} -> {pct(late['searched'])} | "
-              f"{run_minutes(r)} |")
+              f"{'unfinished' if r.get('unfinished') else run_minutes(r)} |")
     for arm in dict.fromkeys(r["arm"] for r in results):
         mine = [r for r in results if r["arm"] == arm]
         if len(mine) > 1:
