@@ -226,7 +226,10 @@ def plot(results: list[dict], base: dict | None, path: Path) -> None:
     if base:
         axes[0].axhline(100 * base["exact"], color="black", linestyle="--", label="same model, no tool")
     for ax, (_, title, scale) in zip(axes, keys):
-        ax.set(title=title, xlabel="GRPO step (held-out greedy evaluations)", ylabel="%" if scale == 100 else "count")
+        ax.set(title=title, xlabel="GRPO step (held-out greedy evaluations)", ylabel="%" if scale == 100 else "count",
+               xlim=(-1, 1 + max(p["step"] for r in results for p in r["eval"])))
+        if scale == 100:
+            ax.set_ylim(-3, 103)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     save_figure(fig, "SmolLM2-135M-Instruct searching a fictional corpus (BM25), held-out entities", path)
