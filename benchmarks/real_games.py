@@ -36,6 +36,7 @@ from real_model import (
     run_minutes,
     sample_episodes,
     save_figure,
+    summary_arguments,
     train_resumably,
 )
 
@@ -337,10 +338,7 @@ def main() -> None:
     t.add_argument("--steps", type=int, default=None)
     t.add_argument("--output", default="runs/real_games")
     t.add_argument("--set", nargs="*", default=[], help="more recipe overrides")
-    m = sub.add_parser("summary")
-    m.add_argument("--game", choices=list(GAMES), required=True)
-    m.add_argument("--output", default="runs/real_games")
-    m.add_argument("--plot", default=None)
+    summary_arguments(sub, "runs/real_games").add_argument("--game", choices=list(GAMES), required=True)
     args = parser.parse_args()
     {"samples": samples, "train": train, "summary": summary}[args.command](args)
 

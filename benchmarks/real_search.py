@@ -35,13 +35,13 @@ import sys
 import time
 from pathlib import Path
 
-from real_model import ROOT, commit, has_checkpoints, load_average, mean_sd, run_minutes, save_figure, train_resumably
+import real_model as bench
 
 from rlvr.tracking.jsonl import read_jsonl
 
-RECIPE = ROOT / "recipes" / "smollm2_search.yaml"
-HELDOUT = ROOT / "recipes" / "data" / "search_qa_heldout.jsonl"
-TRAIN = ROOT / "recipes" / "data" / "search_qa_train.jsonl"
+RECIPE = bench.ROOT / "recipes" / "smollm2_search.yaml"
+HELDOUT = bench.ROOT / "recipes" / "data" / "search_qa_heldout.jsonl"
+TRAIN = bench.ROOT / "recipes" / "data" / "search_qa_train.jsonl"
 SEARCH = re.compile(r"<search>(.*?)</search>", re.DOTALL)
 ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 NO_TOOL_PROMPT = ("Answer the question about a person, town or guild. Give the answer as <answer>answer</answer>. "
@@ -131,7 +131,7 @@ def baseline(args) -> None:
     rows = [{"prompt": p.prompt, "completion": g[0].text, "correct": None} for p, g in zip(problems, groups)]
     known = questions()
     hits = [episode_measures(r, known)["exact"] for r in rows]
-    result = {"commit": commit(), "questions": len(rows), "exact": statistics.mean(hits),
+    result = {"commit": bench.commit(), "questions": len(rows), "exact": statistics.mean(hits),
               "seconds": time.perf_counter() - t0, "rows": rows}
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
@@ -156,14 +156,16 @@ def train(args) -> None:
             print(f"seed {seed}: finished earlier, kept ({out / f'seed{seed}.json'})")
             continue
         settings = [f"seed={seed}", *(["steps=" + str(args.steps)] if args.steps else []), *ARMS[args.arm], *args.set]
-        load, t0, resumed = load_average(), time.perf_counter(), has_checkpoints(run_dir)
-        seconds = train_resumably([str(RECIPE), *settings], run_dir, out / f"seed{seed}.log")
-        result = {"arm": args.arm, "seed": seed, "commit": commit(), "resumed": resumed, "wall_seconds": time.perf_counter() - t0,
-                  "rl_seconds": seconds, "load_before": load, "load_after": load_average(),
+        load, t0, resumed = bench.load_average(), time.perf_counter(), bench.has_checkpoints(run_dir)
+        seconds = bench.train_resumably([str(RECIPE), *settings], run_dir, out / f"seed{seed}.log")
+        result = {"arm": args.arm, "seed": seed, "commit": bench.commit(), "resumed": resumed,
+                  "wall_seconds": time.perf_counter() - t0, "rl_seconds": seconds, "load_before": load,
+                  "load_after": bench.load_average(),
                   "eval": curve(run_dir / "eval_completions.jsonl", known),
                   "train": curve(run_dir / "completions.jsonl", known)}
         (out / f"seed{seed}.json").write_text(json.dumps(result, indent=2))
-        print(f"{args.arm} seed {seed}: {result['wall_seconds'] / 60:.1f} min (load {load} -> {load_average()})")
+        print(f"{args.arm} seed {seed}: {result['wall_seconds'] / 60:.1f} min "
+              f"(load {load} -> {bench.load_average()})")
         for p in result["eval"]:
             print(f"  step {p['step']:>3}: exact {pct(p['exact'])}  searched {pct(p['searched'])}  searches "
                   f"{p['searches']:.2f}  query names the entity {pct(p['names_entity'])}", flush=True)
@@ -188,23 +190,24 @@ def summary(args) -> None:
     base = json.loads((out / "baseline.json").read_text()) if (out / "baseline.json").is_file() else None
     if not results:
         raise SystemExit(f"no results under {out} (run `train` first)")
-    print(f"without the tool (greedy, same held-out questions): exact {pct(base['exact']) if base else 'not run'}")
-    print("| arm | seed | held-out greedy exact, base -> end | searched | searches per episode | query names the entity | "
-          "sampled training episodes: exact, step 1 -> last 5 | searched | minutes |")
+    print("without the tool (greedy, same held-out questions): exact " + (pct(base["exact"]) if base else "not run"))
+    print("| arm | seed | held-out greedy exact, base -> end | searched | searches per episode | query names the entity "
+          "| sampled training episodes: exact, step 1 -> last 5 | searched | minutes |")
     print("|---|---|---|---|---|---|---|---|---|")
     for r in results:
         first, last = r["eval"][0], r["eval"][-1]
         late = {k: statistics.mean(p[k] for p in r["train"][-5:]) for k in ("exact", "searched")}
-        print(f"| {r['arm']} | {r['seed']} | {pct(first['exact'])} -> {pct(last['exact'])} | {pct(first['searched'])} -> "
-              f"{pct(last['searched'])} | {first['searches']:.2f} -> {last['searches']:.2f} | "
+        print(f"| {r['arm']} | {r['seed']} | {pct(first['exact'])} -> {pct(last['exact'])} | "
+              f"{pct(first['searched'])} -> {pct(last['searched'])} | {first['searches']:.2f} -> {last['searches']:.2f} | "
               f"{pct(first['names_entity'])} -> {pct(last['names_entity'])} | {pct(r['train'][0]['exact'])} -> "
               f"{pct(late['exact'])} | {pct(r['train'][0]['searched'])} -> {pct(late['searched'])} | "
-              f"{'unfinished' if r.get('unfinished') else run_minutes(r)} |")
+              f"{'unfinished' if r.get('unfinished') else bench.run_minutes(r)} |")
     for arm in dict.fromkeys(r["arm"] for r in results):
         mine = [r for r in results if r["arm"] == arm]
         if len(mine) > 1:
-            print(f"| {arm} | mean ± sd ({len(mine)} seeds) | {mean_sd([r['eval'][-1]['exact'] for r in mine], pct)} "
-                  f"| {mean_sd([r['eval'][-1]['searched'] for r in mine], pct)} | | | | | |")
+            exact = bench.mean_sd([r["eval"][-1]["exact"] for r in mine], pct)
+            searched = bench.mean_sd([r["eval"][-1]["searched"] for r in mine], pct)
+            print(f"| {arm} | mean ± sd ({len(mine)} seeds) | {exact} | {searched} | | | | | |")
     if args.plot:
         plot(results, base, Path(args.plot))
 
@@ -218,21 +221,16 @@ def plot(results: list[dict], base: dict | None, path: Path) -> None:
     keys = (("exact", "held-out exact match", 100), ("searched", "episodes that search", 100),
             ("searches", "searches per episode", 1), ("names_entity", "queries naming the entity", 100))
     fig, axes = plt.subplots(1, 4, figsize=(17, 4))
-    for r in results:
-        for ax, (key, _, scale) in zip(axes, keys):
-            points = [(p["step"], p[key]) for p in r["eval"] if p[key] is not None]
-            ax.plot([s for s, _ in points], [scale * v for _, v in points], marker="o",
-                    label=f"{r['arm']} seed {r['seed']}")
-    if base:
-        axes[0].axhline(100 * base["exact"], color="black", linestyle="--", label="same model, no tool")
-    for ax, (_, title, scale) in zip(axes, keys):
-        ax.set(title=title, xlabel="GRPO step (held-out greedy evaluations)", ylabel="%" if scale == 100 else "count",
-               xlim=(-1, 1 + max(p["step"] for r in results for p in r["eval"])))
-        if scale == 100:
-            ax.set_ylim(-3, 103)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-    save_figure(fig, "SmolLM2-135M-Instruct searching a fictional corpus (BM25), held-out entities", path)
+    last = max(p["step"] for r in results for p in r["eval"])
+    for ax, (key, title, scale) in zip(axes, keys):
+        for r in results:
+            points = [(p["step"], scale * p[key]) for p in r["eval"] if p[key] is not None]
+            ax.plot(*zip(*points), marker="o", label=f"{r['arm']} seed {r['seed']}")
+        if key == "exact" and base:
+            ax.axhline(100 * base["exact"], color="black", linestyle="--", label="same model, no tool")
+        ax.set(title=title, xlabel="GRPO step (held-out greedy evaluations)", xlim=(-1, last + 1),
+               ylabel="%" if scale == 100 else "count", **({"ylim": (-3, 103)} if scale == 100 else {}))
+    bench.save_figure(fig, "SmolLM2-135M-Instruct searching a fictional corpus (BM25), held-out entities", path, axes)
 
 
 def main() -> None:
@@ -240,15 +238,8 @@ def main() -> None:
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("baseline")
     b.add_argument("--output", default="runs/real_search")
-    t = sub.add_parser("train")
-    t.add_argument("--arm", choices=list(ARMS), required=True)
-    t.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    t.add_argument("--steps", type=int, default=None)
-    t.add_argument("--output", default="runs/real_search")
-    t.add_argument("--set", nargs="*", default=[], help="more recipe overrides")
-    s = sub.add_parser("summary")
-    s.add_argument("--output", default="runs/real_search")
-    s.add_argument("--plot", default=None)
+    bench.train_arguments(sub, list(ARMS), "runs/real_search")
+    bench.summary_arguments(sub, "runs/real_search")
     args = parser.parse_args()
     {"baseline": baseline, "train": train, "summary": summary}[args.command](args)
 

@@ -48,6 +48,8 @@ from real_model import (
     run_minutes,
     sample_episodes,
     save_figure,
+    summary_arguments,
+    train_arguments,
     train_resumably,
 )
 
@@ -273,9 +275,7 @@ def plot(arms: dict[str, list[dict]], path: Path) -> None:
     for ax in axes:
         ax.set_ylim(-3, 103)
         ax.set_ylabel("%")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-    save_figure(fig, "SmolLM2-135M-Instruct, 3-digit multiplication with a calculator (one line per seed)", path)
+    save_figure(fig, "SmolLM2-135M-Instruct, 3-digit multiplication with a calculator (one line per seed)", path, axes)
 
 
 def main() -> None:
@@ -286,15 +286,8 @@ def main() -> None:
     s.add_argument("--samples", type=int, default=8)
     s.add_argument("--output", default="runs/real_tool_use")
     s.add_argument("--model", default=None, help="another model than the recipe's (an SFT directory)")
-    t = sub.add_parser("train")
-    t.add_argument("--arm", choices=["rl", "demo", "format", "sft"], required=True)
-    t.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    t.add_argument("--steps", type=int, default=None)
-    t.add_argument("--output", default="runs/real_tool_use")
-    t.add_argument("--set", nargs="*", default=[], help="more recipe overrides")
-    m = sub.add_parser("summary")
-    m.add_argument("--output", default="runs/real_tool_use")
-    m.add_argument("--plot", default=None)
+    train_arguments(sub, ["rl", "demo", "format", "sft"], "runs/real_tool_use")
+    summary_arguments(sub, "runs/real_tool_use")
     args = parser.parse_args()
     {"samples": samples, "train": train, "summary": summary}[args.command](args)
 
