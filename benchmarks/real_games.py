@@ -38,6 +38,8 @@ from benchmarks.common import (
     mean_sd,
     run_minutes,
     sample_episodes,
+    save_figure,
+    summary_arguments,
     train_resumably,
 )
 from rlvr.tracking.jsonl import read_jsonl
@@ -374,11 +376,7 @@ def plot(results: list[dict], game: str, path: Path, subtitle: str = "") -> None
         ax.set_ylabel("%" if scale == 100 else "")
     axes[0].legend(fontsize=8)
     credits = " vs ".join({"episode": "episode reward", "gigpo": "GiGPO"}[c] for c in dict.fromkeys(r["credit"] for r in results))
-    fig.suptitle(f"SmolLM2-135M-Instruct, {game.replace('_', ' ')}{subtitle}: {credits} (thin: seeds)")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    print(f"wrote {path}")
+    save_figure(fig, path, title=f"SmolLM2-135M-Instruct, {game.replace('_', ' ')}{subtitle}: {credits} (thin: seeds)")
 
 
 def main() -> None:
@@ -399,10 +397,8 @@ def main() -> None:
                    "e.g. recipes/smollm2_guess_number_openenv.yaml; give it its own --output")
     t.add_argument("--output", default="runs/real_games")
     t.add_argument("--set", nargs="*", default=[], help="more recipe overrides")
-    m = sub.add_parser("summary")
+    m = summary_arguments(sub, "runs/real_games")
     m.add_argument("--game", choices=list(GAMES), required=True)
-    m.add_argument("--output", default="runs/real_games")
-    m.add_argument("--plot", default=None)
     m.add_argument("--title", default="", help="added to the plot's title after the game's name")
     b = sub.add_parser("baselines")
     b.add_argument("--game", choices=list(GAMES), required=True)

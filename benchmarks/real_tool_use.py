@@ -47,6 +47,9 @@ from benchmarks.common import (
     run,
     run_minutes,
     sample_episodes,
+    save_figure,
+    summary_arguments,
+    train_arguments,
     train_resumably,
 )
 from benchmarks.real_model import exact_correct
@@ -272,13 +275,8 @@ def plot(arms: dict[str, list[dict]], path: Path) -> None:
     for ax in axes:
         ax.set_ylim(-3, 103)
         ax.set_ylabel("%")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-    fig.suptitle("SmolLM2-135M-Instruct, 3-digit multiplication with a calculator (one line per seed)")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    print(f"wrote {path}")
+    save_figure(fig, path, title="SmolLM2-135M-Instruct, 3-digit multiplication with a calculator (one line per seed)",
+                panels=axes)
 
 
 def main() -> None:
@@ -289,15 +287,8 @@ def main() -> None:
     s.add_argument("--samples", type=int, default=8)
     s.add_argument("--output", default="runs/real_tool_use")
     s.add_argument("--model", default=None, help="another model than the recipe's (an SFT directory)")
-    t = sub.add_parser("train")
-    t.add_argument("--arm", choices=["rl", "demo", "format", "sft"], required=True)
-    t.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    t.add_argument("--steps", type=int, default=None)
-    t.add_argument("--output", default="runs/real_tool_use")
-    t.add_argument("--set", nargs="*", default=[], help="more recipe overrides")
-    m = sub.add_parser("summary")
-    m.add_argument("--output", default="runs/real_tool_use")
-    m.add_argument("--plot", default=None)
+    train_arguments(sub, ["rl", "demo", "format", "sft"], "runs/real_tool_use")
+    summary_arguments(sub, "runs/real_tool_use")
     args = parser.parse_args()
     {"samples": samples, "train": train, "summary": summary}[args.command](args)
 

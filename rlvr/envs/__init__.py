@@ -10,6 +10,7 @@ from rlvr.envs import (  # noqa: F401  (register the built-ins)
     guess_number,
     kuhn_poker,
     openenv_adapter,
+    search,
     skyrl_adapter,
     tictactoe,
     tool_use,

@@ -107,10 +107,16 @@ def gguf_path(name: str, gguf_file: str | None = None) -> Path | None:
     return None
 
 
+def user_cache(kind: str) -> Path:
+    """rlvr's cache folder for `kind` (converted models, search indexes): $RLVR_CACHE_DIR/<kind>, else
+    $XDG_CACHE_HOME/rlvr/<kind> or ~/.cache/rlvr/<kind>."""
+    base = os.environ.get(CACHE_ENV) or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rlvr"
+    return Path(base).expanduser() / kind
+
+
 def cache_root() -> Path:
     """Where converted GGUF models are kept: $RLVR_CACHE_DIR/gguf, else the user's cache directory."""
-    base = os.environ.get(CACHE_ENV) or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rlvr"
-    return Path(base).expanduser() / "gguf"
+    return user_cache("gguf")
 
 
 def cache_key(path: Path) -> str:

@@ -16,6 +16,7 @@ from rlvr.tasks import (  # noqa: E402,F401
     arithmetic_chain,
     code,
     dataset,
+    qa,
     reasoning_gym,
     shapes,
     verifiers_taskset,
