@@ -126,7 +126,10 @@ def test_a_process_reward_is_loaded_with_the_other_rewards_before_the_first_item
 
 def test_process_rewards_are_scored_only_when_the_estimator_reads_them():
     step_reward = {"step_reward": {"function": "arithmetic_steps"}}
-    assert process_reward_for(build_config({"algorithm": {"advantage": "grpo"}, "rewards": step_reward})) is None
+    with pytest.raises(ConfigError, match=r"rewards.step_reward.function=arithmetic_steps is set, but "
+                                          r"algorithm.advantage=grpo does not read step rewards"):
+        build_config({"algorithm": {"advantage": "grpo"}, "rewards": step_reward})
+    assert process_reward_for(build_config({"algorithm": {"advantage": "grpo"}})) is None
     cfg = build_config({"algorithm": {"advantage": "process_min"}, "rewards": step_reward})
     assert process_reward_for(cfg).function == "arithmetic_steps"
     composer = RewardComposer([], RewardPool(), process=None)

@@ -65,8 +65,8 @@ def run_needs(algorithm: AlgorithmConfig) -> frozenset[str]:
 def check_estimator_needs(algorithm: AlgorithmConfig, data: DataConfig, rollout: RolloutConfig,
                           rewards: RewardsConfig, teacher: TeacherConfig | None = None) -> None:
     """A ConfigError naming the first need of the run's advantages (`run_needs`) that the config does not provide
-    (and an unknown estimator name, with the registered ones); a teacher that nothing reads is refused too (it would
-    be loaded and run for nothing)."""
+    (and an unknown estimator name, with the registered ones); a teacher or a step reward that nothing reads is
+    refused too (it would be loaded and run for nothing, or silently not at all)."""
     needs = run_needs(algorithm)
     for need in sorted(needs):
         if (why := missing_need(need, algorithm, data, rollout, rewards, teacher)) is not None:
@@ -76,3 +76,8 @@ def check_estimator_needs(algorithm: AlgorithmConfig, data: DataConfig, rollout:
                           f"algorithm.advantage={algorithm.advantage} does not and algorithm.distill_weight is 0. Set "
                           "algorithm.advantage=distill (the teacher alone) or algorithm.distill_weight > 0 (the "
                           "teacher's term added to the verifier's advantage), or remove the teacher section.")
+    if rewards.step_reward is not None and "step_rewards" not in needs:
+        raise ConfigError(f"rewards.step_reward.function={rewards.step_reward.function} is set, but "
+                          f"algorithm.advantage={algorithm.advantage} does not read step rewards, so it would never be "
+                          "scored. Set algorithm.advantage=process_min or process_sum (process credit; docs/credit.md), "
+                          "or remove rewards.step_reward.")

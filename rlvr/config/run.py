@@ -164,7 +164,7 @@ class RunConfig(Section):
     @model_validator(mode="after")
     def _estimator_needs_met(self) -> RunConfig:
         """The estimator's registered needs (step rewards, tree paths, roles, a teacher's logprobs) against the
-        settings providing them; a teacher that nothing reads is refused too."""
+        settings providing them; a teacher or a step reward that nothing reads is refused too."""
         check_estimator_needs(self.algorithm, self.data, self.rollout, self.rewards, self.teacher)
         return self
 
