@@ -162,15 +162,6 @@ def spread(values: list, fmt: str) -> str:
     return mean_sd(values, lambda v: format(v, fmt))
 
 
-def markdown_table(header: list[str], rows: list[list[str]]) -> str:
-    """A markdown table of already formatted cells."""
-    for row in rows:
-        if len(row) != len(header):
-            raise ValueError(f"a table row has {len(row)} cells for {len(header)} columns: {row}")
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows])
-
-
 def save_figure(fig, path: Path, *, title: str | None = None, panels=(), dpi: int = 100) -> None:
     """Write a matplotlib figure to `path` (its folder made) and say so; with `title`, titled and laid out tight;
     `panels` get a grid and their legend."""

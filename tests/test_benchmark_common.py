@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from benchmarks.common import cell, markdown_table, mean, mean_sd, spread, step_windows, window_mean
+from benchmarks.common import cell, mean, mean_sd, spread, step_windows, window_mean
 
 
 def pct(x: float) -> str:
@@ -42,12 +42,6 @@ def test_a_window_mean_takes_only_its_own_steps_even_when_steps_lack_the_figure(
     assert (window_mean(points, first), window_mean(points, last)) == (0.0, 1.0)
     # the first ten points that exist would have read 0.0 for two and 1.0 for eight: 0.8, not 0.0
     assert math.isnan(window_mean([(15, 1.0)], first))
-
-
-def test_a_markdown_table_refuses_a_row_of_the_wrong_width():
-    assert markdown_table(["a", "b"], [["1", "2"]]) == "| a | b |\n|---|---|\n| 1 | 2 |"
-    with pytest.raises(ValueError, match="1 cells for 2 columns"):
-        markdown_table(["a", "b"], [["1"]])
 
 
 def test_first_and_last_steps_are_chosen_by_step_number_not_by_position():
