@@ -2,6 +2,7 @@
 answers it cannot know? (recipes/smollm2_search.yaml, docs/results.md "Search agent on a real model")
 
     python -m benchmarks.real_search baseline [--output runs/real_search]     # the same model without the tool
+    python -m benchmarks.real_search readers                                  # simple readers, computed exactly
     python -m benchmarks.real_search train --arm rl --seeds 0 1 2 [--output runs/real_search]
     python -m benchmarks.real_search train --arm format --seeds 0 1 2
     python -m benchmarks.real_search summary [--output runs/real_search] [--plot docs/img/real_search.png]
@@ -9,6 +10,10 @@ answers it cannot know? (recipes/smollm2_search.yaml, docs/results.md "Search ag
 The questions are about made-up people, towns and guilds (recipes/data/make_search_qa.py); the held-out ones name
 only entities no training question names. `baseline` answers the held-out questions greedily without the tool (the
 system prompt asks for <answer>...</answer> and offers no search): what the model gets right without the corpus.
+`readers` scores simple policies exactly on the held-out questions the runs evaluate (the first 60): the best
+constant answer, and a reader that searches the question as written and copies a uniformly random field (a year, a
+profession, or a name that the question does not hold) of the passages that come back, or of the first one only,
+or always the first field of the first one.
 `train` runs the recipe per seed, resumably (a stopped run continues from its last checkpoint when started again),
 and reads its held-out greedy evaluations (eval_completions.jsonl; the first is the base model with the tool) and
 its sampled training episodes (completions.jsonl). Arms, each from the base model:
@@ -139,6 +144,78 @@ def baseline(args) -> None:
           f"{result['seconds']:.0f} s, commit {result['commit']}); written to {out / 'baseline.json'}")
 
 
+# ---------------------------------------------------------------------------------------------------- readers
+
+HEADER = re.compile(r"Doc \d+ \(Title: [^)]*\) ")
+FIELD = re.compile(r"\b\d+\b|\bwas an? ([a-z]+)\b|[A-Z][a-z]+(?: [A-Z][a-z]+)*")
+NOT_FIELDS = {"the", "its", "doc", "title"}
+
+
+def fields(passages: str, question: str) -> list[str]:
+    """The distinct values a reader could copy from rendered passages ('Doc i (Title: ...) text'): numbers,
+    the word after 'was a(n)', and runs of capitalized words without a leading 'The'/'Its', leaving out what the
+    question itself holds (its entity's name)."""
+    asked = set(plain(question).split())
+    found: dict[str, str] = {}
+    for match in FIELD.finditer(HEADER.sub("", passages)):
+        words = (match.group(1) or match.group(0)).split()
+        while words and words[0].lower() in NOT_FIELDS:
+            words = words[1:]
+        value = " ".join(words)
+        if value and not set(plain(value).split()) <= asked:
+            found.setdefault(plain(value), value)
+    return list(found.values())
+
+
+def random_field_exact(passages: str, question: str, references: list[str]) -> float:
+    """The chance that a uniformly random field of `passages` is an exact answer."""
+    candidates = fields(passages, question)
+    return sum(exact(c, references) for c in candidates) / len(candidates) if candidates else 0.0
+
+
+def best_constant(rows: list[dict]) -> tuple[str, float]:
+    """The one answer that is right for the most questions, and its share: the best a blind guesser can do."""
+    counts: dict[str, int] = {}
+    for row in rows:
+        for answer in {plain(r) for r in row["golden_answers"]}:
+            counts[answer] = counts.get(answer, 0) + 1
+    answer = max(counts, key=counts.get)
+    return answer, counts[answer] / len(rows)
+
+
+READERS = ("a random field of the passages", "a random field of the first passage", "the first field of the first passage")
+
+
+def readers(args) -> None:
+    """The simple policies' held-out exact match, computed exactly (no sampling) with the recipe's own search."""
+    from rlvr.config import load_config
+    from rlvr.envs.retrieval import open_index
+    from rlvr.envs.search import Searcher
+
+    cfg = load_config(RECIPE, [])
+    env = cfg.data.tasks[0].env.args
+    rows = list(read_jsonl(HELDOUT))[: cfg.eval.num_problems]
+    index = open_index(bench.ROOT / env["corpus"])
+    constant, constant_exact = best_constant(rows)
+    result = {"commit": bench.commit(), "questions": len(rows), "best constant": constant_exact,
+              "best constant answer": constant}
+    passages = {k: [Searcher(index, k, env["max_passage_chars"], max_query_chars=1000).search(r["question"])
+                    for r in rows] for k in (1, env["k"])}
+    result[READERS[0]] = statistics.mean(random_field_exact(p, r["question"], r["golden_answers"])
+                                         for p, r in zip(passages[env["k"]], rows))
+    result[READERS[1]] = statistics.mean(random_field_exact(p, r["question"], r["golden_answers"])
+                                         for p, r in zip(passages[1], rows))
+    result[READERS[2]] = statistics.mean(float(exact((fields(p, r["question"]) or [""])[0], r["golden_answers"]))
+                                         for p, r in zip(passages[1], rows))
+    out = Path(args.output)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "readers.json").write_text(json.dumps(result, indent=2))
+    print(f"simple readers on the first {len(rows)} held-out questions (commit {result['commit']}):")
+    print(f"  best constant answer ('{constant}'): exact {100 * constant_exact:.1f}%")
+    for name in READERS:
+        print(f"  search the question as written, copy {name}: exact {100 * result[name]:.1f}%")
+
+
 # ---------------------------------------------------------------------------------------------------- train
 
 
@@ -187,9 +264,16 @@ def summary(args) -> None:
                             "unfinished": True, "eval": curve(run_dir / "eval_completions.jsonl", known),
                             "train": curve(run_dir / "completions.jsonl", known)})
     base = json.loads((out / "baseline.json").read_text()) if (out / "baseline.json").is_file() else None
+    simple = json.loads((out / "readers.json").read_text()) if (out / "readers.json").is_file() else None
     if not results:
         raise SystemExit(f"no results under {out} (run `train` first)")
     print("without the tool (greedy, same held-out questions): exact " + (pct(base["exact"]) if base else "not run"))
+    if simple:
+        print(f"simple readers (first {simple['questions']} held-out questions, exactly): best constant answer "
+              f"{100 * simple['best constant']:.1f}%; " + "; ".join(
+                  f"search the question, copy {name}: {100 * simple[name]:.1f}%" for name in READERS))
+    else:
+        print("simple readers: not computed (run `readers`)")
     print("| arm | seed | held-out greedy exact, base -> end | searched | searches per episode | query names the entity "
           "| sampled training episodes: exact, step 1 -> last 5 | searched | minutes |")
     print("|---|---|---|---|---|---|---|---|---|")
@@ -208,10 +292,10 @@ def summary(args) -> None:
             searched = bench.mean_sd([r["eval"][-1]["searched"] for r in mine], pct)
             print(f"| {arm} | mean ± sd ({len(mine)} seeds) | {exact} | {searched} | | | | | |")
     if args.plot:
-        plot(results, base, Path(args.plot))
+        plot(results, base, simple, Path(args.plot))
 
 
-def plot(results: list[dict], base: dict | None, path: Path) -> None:
+def plot(results: list[dict], base: dict | None, simple: dict | None, path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -227,6 +311,9 @@ def plot(results: list[dict], base: dict | None, path: Path) -> None:
             ax.plot(*zip(*points), marker="o", label=f"{r['arm']} seed {r['seed']}")
         if key == "exact" and base:
             ax.axhline(100 * base["exact"], color="black", linestyle="--", label="same model, no tool")
+        if key == "exact" and simple:
+            ax.axhline(100 * simple[READERS[2]], color="grey", linestyle=":", label="reader: first field of Doc 1")
+            ax.axhline(100 * simple["best constant"], color="grey", linestyle="-.", label="best constant answer")
         ax.set(title=title, xlabel="GRPO step (held-out greedy evaluations)", xlim=(-1, last + 1),
                ylabel="%" if scale == 100 else "count", **({"ylim": (-3, 103)} if scale == 100 else {}))
     bench.save_figure(fig, path, title="SmolLM2-135M-Instruct searching a fictional corpus (BM25), held-out entities",
@@ -238,10 +325,12 @@ def main() -> None:
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("baseline")
     b.add_argument("--output", default="runs/real_search")
+    r = sub.add_parser("readers")
+    r.add_argument("--output", default="runs/real_search")
     bench.train_arguments(sub, list(ARMS), "runs/real_search")
     bench.summary_arguments(sub, "runs/real_search")
     args = parser.parse_args()
-    {"baseline": baseline, "train": train, "summary": summary}[args.command](args)
+    {"baseline": baseline, "readers": readers, "train": train, "summary": summary}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import ast
 
+import pytest
+
 from benchmarks.real_games import guess_solved, lake_solved
 from benchmarks.real_tool_use import episode_measures
 
@@ -123,3 +125,39 @@ def test_the_games_summary_reads_gigpo_s_step_groups_from_the_training_metrics(t
     assert step_groups(tmp_path) == {"size": None, "singletons": None, "largest": None}  # a run without them
     print_step_groups(tmp_path, [{"credit": "gigpo", "seed": 0}, {"credit": "episode", "seed": 0}])
     assert "| 0 | 2.50 | 37.5% | 8 |" in capsys.readouterr().out
+
+
+def test_the_search_readers_fields_are_a_passage_s_values_without_the_question_s_own_name():
+    from benchmarks.real_search import fields, random_field_exact
+
+    person = ("Doc 1 (Title: Pathdel Drothbusk) Pathdel Drothbusk (born 1823) was a chandler from Toulorholm. "
+              "Pathdel belonged to the Rolpax Company.")
+    question = "In which town was Pathdel Drothbusk born?"
+    assert fields(person, question) == ["1823", "chandler", "Toulorholm", "Rolpax Company"]
+    assert random_field_exact(person, question, ["Toulorholm"]) == 0.25
+    guild = "Doc 1 (Title: The Neilzi Guild) The Neilzi Guild was founded in 1836. Its hall stands in Krunustead."
+    assert fields(guild, "In what year was the guild of Amos Keller founded?") == ["Neilzi Guild", "1836", "Krunustead"]
+    assert random_field_exact("No passage matches the query.", question, ["Toulorholm"]) == 0.0
+
+
+def test_the_best_constant_answer_counts_a_question_once_whatever_its_references():
+    from benchmarks.real_search import best_constant
+
+    rows = [{"golden_answers": ["Fethpour", "river Fethpour"]}, {"golden_answers": ["fethpour"]},
+            {"golden_answers": ["Sukin Vale"]}, {"golden_answers": ["1823"]}]
+    assert best_constant(rows) == ("fethpour", 0.5)
+
+
+def test_the_search_readers_on_today_s_held_out_questions(tmp_path, monkeypatch):
+    pytest.importorskip("bm25s", reason="the search environment's index needs the 'search' extra")
+    import json
+    from types import SimpleNamespace
+
+    from benchmarks.real_search import readers
+
+    monkeypatch.setenv("RLVR_CACHE_DIR", str(tmp_path / "cache"))
+    readers(SimpleNamespace(output=str(tmp_path)))
+    result = json.loads((tmp_path / "readers.json").read_text())
+    assert result["questions"] == 60
+    assert (result["best constant answer"], round(60 * result["best constant"])) == ("sukin vale", 6)
+    assert round(60 * result["the first field of the first passage"]) == 10
