@@ -3,12 +3,14 @@
 An episode is a user function `agent(client, row) -> float | dict`, sync or async, that runs any agent loop (tools,
 ReAct, its own memory) with the `openai` client it is handed; the client points at the run's endpoint over the
 policy (rlvr.rollout.chat_endpoint) with the episode's own API key, so its calls are sampled by the current policy
-and recorded token-exact (rlvr.rollout.agent_trace). `row` is the problem: {"uid", "prompt", "answer", "model", and
-the task's fields}; `row["model"]` is the name to call (`model_name`, default "policy"). The reward is the
-function's return value (a number, or a dict with "reward", optional "success" and other numbers logged as
-metrics), or, with `reward: module:function`, that function's verdict over the captured trajectory,
-`reward(messages, row, result) -> float | dict`. An episode whose agent raises, runs past `episode_timeout_s`,
-returns something else or never calls the model fails with that error (rlvr.rollout.agents plays the episodes).
+and recorded token-exact (rlvr.rollout.agent_trace). `row` is the problem: {"uid", "prompt", "answer", "model",
+"system_prompt", and the task's fields}; `row["model"]` is the name to call (`model_name`, default "policy"),
+`row["system_prompt"]` the run's data.system_prompt (None when unset) for the agent to put in front of its
+messages. The reward is the function's return value (a number, or a dict with "reward", optional "success" and
+other numbers logged as metrics), or, with `reward: module:function`, that function's verdict over the captured
+trajectory, `reward(messages, row, result) -> float | dict`. An episode whose agent raises, runs past
+`episode_timeout_s`, returns something else or never calls the model fails with that error (rlvr.rollout.agents
+plays the episodes).
 """
 
 from __future__ import annotations

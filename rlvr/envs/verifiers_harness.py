@@ -10,13 +10,17 @@ rlvr.envs.verifiers_env registers it under; nothing else imports it.
 from __future__ import annotations
 
 import hashlib
+import os
 import sys
+import tempfile
+from pathlib import Path
 
 from verifiers.v1.harnesses.null import NullHarness, NullHarnessConfig
 
 
 class _ThisInterpreter:
-    """A runtime whose uv scripts run with this interpreter; everything else is the runtime's own."""
+    """A local (subprocess) runtime whose uv scripts run with this interpreter; everything else is the runtime's
+    own."""
 
     def __init__(self, runtime):
         self._runtime = runtime
@@ -25,10 +29,16 @@ class _ThisInterpreter:
         return getattr(self._runtime, name)
 
     async def prepare_uv_script(self, script, env=None, *, activate: bool = True) -> list[str]:
+        """The script's file (its content's hash names it), written once and whole: a multi-turn episode relaunches
+        it every turn while other episodes' turns may be writing it, so it appears by an atomic rename."""
         data = script.encode() if isinstance(script, str) else script
-        path = f"{self._runtime.scripts_dir}-rlvr/{hashlib.sha256(data).hexdigest()}.py"
-        await self._runtime.write(path, data)
-        return [sys.executable, path]
+        path = Path(f"{self._runtime.scripts_dir}-rlvr/{hashlib.sha256(data).hexdigest()}.py")
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".part", delete=False) as part:
+                part.write(data)
+            os.replace(part.name, path)
+        return [sys.executable, str(path)]
 
 
 class InterpreterChatHarness(NullHarness):

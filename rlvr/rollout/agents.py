@@ -96,17 +96,18 @@ class AgentRunner:
         openai = openai_module()
         program = run.program
         options = {"base_url": url, "api_key": run.key, "max_retries": 0, "timeout": program.call_timeout_s + 5}
+        row = {**program.row(), "system_prompt": self.renderer.system_prompt}
 
         def target() -> None:
             try:
                 if program.is_async:
                     async def main() -> Any:
                         async with openai.AsyncOpenAI(**options) as client:
-                            return await program.function(client, program.row())
+                            return await program.function(client, row)
                     run.result = asyncio.run(main())
                 else:
                     with openai.OpenAI(**options) as client:
-                        run.result = program.function(client, program.row())
+                        run.result = program.function(client, row)
             except BaseException as e:  # the episode's error, whatever the program raised
                 run.error = f"the agent raised {type(e).__name__}: {e}"
             run.finished = True
