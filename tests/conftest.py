@@ -122,6 +122,26 @@ def assert_policy_runs_were_sampled(prompt: list[int], token_ids: list[int], pol
         start = end
 
 
+PROMPT = "I am thinking of a number from 1 to {high}. What is your guess?"  # the SmolLM2 recipes' opening
+
+
+def guess_number_policy():
+    """A tiny policy (eval mode) whose tokenizer knows the guessing game's words, with a ChatML template."""
+    from rlvr.config import TinyModelConfig
+    from rlvr.models.loading import build_tiny_model, train_tokenizer
+
+    corpus = [f"I am thinking of a number from 1 to 20. What is your guess? {a} {a + 3} higher lower Reply with a "
+              "number. user assistant" for a in range(20)]
+    tok = train_tokenizer(corpus, 60)
+    tok.add_special_tokens({"additional_special_tokens": ["<|im_start|>", "<|im_end|>"]})
+    tok.eos_token = "<|im_end|>"
+    tok.chat_template = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+                         "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    torch.manual_seed(0)
+    model = build_tiny_model(TinyModelConfig(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64), tok, 0)
+    return model.eval(), tok
+
+
 def assert_rollout_logprobs_match_a_full_forward(model, batch) -> None:
     """The logprobs recorded while sampling equal one forward over each whole episode at the policy's tokens, and
     environment tokens carry none (there are some)."""

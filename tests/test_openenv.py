@@ -10,19 +10,23 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import assert_policy_runs_were_sampled, assert_rollout_logprobs_match_a_full_forward
+from conftest import (
+    PROMPT,
+    assert_policy_runs_were_sampled,
+    assert_rollout_logprobs_match_a_full_forward,
+    guess_number_policy,
+)
 
 pytest.importorskip("openenv.core", reason="OpenEnv is not installed: pip install 'rlvr[openenv]' (make install does)")
 
 from openenv.core.env_server import Action  # noqa: E402
 from pydantic import ConfigDict  # noqa: E402
 
-from rlvr.config import EnvConfig, RunConfig, TinyModelConfig  # noqa: E402
+from rlvr.config import EnvConfig, RunConfig  # noqa: E402
 from rlvr.envs.openenv_adapter import ActionSchema, InvalidAction, Server, observation_text  # noqa: E402
 from rlvr.envs.openenv_guess_number import GuessAction, GuessNumberEnvironment, GuessObservation  # noqa: E402
 from rlvr.envs.task import EnvTask  # noqa: E402
 from rlvr.errors import ConfigError, RlvrError  # noqa: E402
-from rlvr.models.loading import build_tiny_model, train_tokenizer  # noqa: E402
 from rlvr.models.prompts import PromptEncoder  # noqa: E402
 from rlvr.rollout import SamplingParams, group_generator  # noqa: E402
 from rlvr.rollout.episodes import EpisodeRunner  # noqa: E402
@@ -30,10 +34,7 @@ from rlvr.rollout.hf import HFRolloutEngine  # noqa: E402
 from rlvr.tasks import make_task  # noqa: E402
 from rlvr.training.batch import RolloutBatch  # noqa: E402
 
-PROMPT = "I am thinking of a number from 1 to {high}. What is your guess?"  # the OpenEnv game's opening
 GAME = "rlvr.envs.openenv_guess_number:GuessNumberEnvironment"
-CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-          "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 
 
 def openenv_args(**more) -> dict:
@@ -48,14 +49,7 @@ def game(env: str = "openenv", **args) -> EnvTask:
 
 @pytest.fixture(scope="module")
 def policy():
-    corpus = [f"I am thinking of a number from 1 to 20. What is your guess? {a} {a + 3} higher lower Reply with a "
-              "number. user assistant" for a in range(20)]
-    tok = train_tokenizer(corpus, 60)
-    tok.add_special_tokens({"additional_special_tokens": ["<|im_start|>", "<|im_end|>"]})
-    tok.eos_token, tok.chat_template = "<|im_end|>", CHATML
-    torch.manual_seed(0)
-    model = build_tiny_model(TinyModelConfig(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64), tok, 0)
-    return model.eval(), tok
+    return guess_number_policy()
 
 
 def play(policy, task: EnvTask, problems: int = 3, n: int = 4):
