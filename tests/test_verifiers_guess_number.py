@@ -113,3 +113,21 @@ def test_verifiers_episodes_are_the_native_game_on_their_replies():
                 assert metrics[name] == value or math.isnan(metrics[name]) and math.isnan(value), name
             replies += [m["content"] for m in messages if m["role"] == "user"]
     assert "Reply with a number." in replies and {"higher", "lower"} & set(replies)  # both kinds of reply
+
+
+def test_the_shipped_recipe_is_the_native_one_with_the_verifiers_game():
+    from pathlib import Path
+
+    from rlvr.config import load_config
+
+    recipes = Path(__file__).resolve().parents[1] / "recipes"
+    mine, theirs = (load_config(recipes / f"smollm2_guess_number{name}.yaml", []) for name in ("_verifiers", ""))
+    a, b = mine.model_dump(), theirs.model_dump()
+    for cfg in (a, b):
+        cfg["data"].pop("tasks"), cfg["tracking"].pop("output_dir")
+    assert a == b
+    [task], [native] = make_tasks(mine.data.tasks, mine.seed), make_tasks(theirs.data.tasks, theirs.seed)
+    assert task.config.name == "verifiers" and task.task.taskset_args["max_turns"] == native.config.max_turns
+    for split, count in (("train", 8), ("eval", 40)):
+        assert [task.problem(split, i).answer for i in range(count)] == \
+            [native.problem(split, i).answer for i in range(count)]
