@@ -86,11 +86,11 @@ def test_verifiers_episodes_are_the_native_game_on_their_replies():
     task = verifiers_game()
     engine = RecordingEngine(model, tok)
     runner = EpisodeRunner(engine, PromptEncoder(tok, system_prompt=RULES))
-    work = [(task, task.problem("train", i)) for i in range(2)]
+    work = [(task, task.problem("train", i)) for i in range(3)]
     gens = [group_generator(torch.device("cpu"), 5, g) for g in range(len(work))]
     prompts, groups = runner.generate(work, SamplingParams(n=2, max_new_tokens=3), gens)
     native_prompts, _ = EpisodeRunner(engine, PromptEncoder(tok, system_prompt=RULES)).generate(
-        [(native_game(), native_game().problem("train", i)) for i in range(2)], SamplingParams(n=1, max_new_tokens=3))
+        [(native_game(), native_game().problem("train", i)) for i in range(3)], SamplingParams(n=1, max_new_tokens=3))
     assert prompts == native_prompts  # data.system_prompt and the opening, rendered alike
     sampled = {}
     for calls, outs in engine.calls:
