@@ -6,6 +6,8 @@ every token against GiGPO's turn-level credit (docs/results.md, "Feedback a poli
     python -m benchmarks.real_games train --game guess_number --credits episode gigpo --seeds 0 1 2
     python -m benchmarks.real_games train --game guess_number --credits episode --seeds 0 \
         --recipe recipes/smollm2_guess_number_openenv.yaml --output runs/real_games_openenv
+    python -m benchmarks.real_games train --game guess_number --credits episode --seeds 0 1 2 \
+        --recipe recipes/smollm2_guess_number_verifiers.yaml --output runs/real_games_verifiers
     python -m benchmarks.real_games summary --game guess_number [--plot docs/img/real_guess_number.png]
     python -m benchmarks.real_games baselines --game guess_number     # the baselines the summary prints
 
