@@ -161,3 +161,17 @@ def test_the_search_readers_on_today_s_held_out_questions(tmp_path, monkeypatch)
     assert result["questions"] == 60
     assert (result["best constant answer"], round(60 * result["best constant"])) == ("sukin vale", 6)
     assert round(60 * result["the first field of the first passage"]) == 10
+
+
+def test_the_rlpr_baseline_replies_of_a_problem_are_its_right_wrong_constant_and_restated_replies():
+    from benchmarks.rlpr_baselines import MARKER, replies
+    from rlvr.rewards.rlpr import reasoning_of
+
+    by_class = replies("What is 52 + 68? Put the final answer in \\boxed{}.", "120")
+    assert by_class["right: 'a + b = c. \\boxed{c}'"] == "52 + 68 = 120. \\boxed{120}"
+    assert by_class["wrong by one: 'a + b = c+1. \\boxed{c+1}'"] == "52 + 68 = 121. \\boxed{121}"
+    assert by_class["restated question: 'a + b = \\boxed{'"] == "52 + 68 = \\boxed{"
+    constants = [reply for name, reply in by_class.items() if name.startswith("constant")]
+    assert constants == [reply for name, reply in replies("What is 1 + 2?", "3").items() if name.startswith("constant")]
+    # what RLPR scores is the reasoning before the last marker: the restatement's is the question's sum, unanswered
+    assert reasoning_of(by_class["restated question: 'a + b = \\boxed{'"], MARKER) == "52 + 68 = "
