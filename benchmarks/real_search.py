@@ -216,6 +216,32 @@ def readers(args) -> None:
         print(f"  search the question as written, copy {name}: exact {100 * result[name]:.1f}%")
 
 
+EXAMPLE_QUERY = "Amos Keller"  # the system prompt's example search, a name the corpus does not hold
+
+
+def last_evaluation_errors(path: Path, known: dict[str, dict]) -> dict[str, int]:
+    """At the last held-out evaluation of a run: its wrong answers, those that are a field of the passages the
+    episode got back (by `fields`), its queries, and those that copy the system prompt's example."""
+    rows = list(read_jsonl(path))
+    last = {r["uid"]: r for r in rows if r["step"] == max(row["step"] for row in rows)}
+    counts = {"episodes": len(last), "wrong": 0, "wrong, a field of the passages": 0, "queries": 0,
+              "queries copying the example": 0}
+    for row in last.values():
+        question = known[question_of(row["prompt"])]
+        turns = [m["content"] for m in row["messages"] if m["role"] == "assistant"]
+        returned = "\n".join(re.sub(r"</?information>", "", m["content"]) for m in row["messages"]
+                             if m["role"] != "assistant")
+        queries = [q.strip() for t in turns for q in SEARCH.findall(t)]
+        counts["queries"] += len(queries)
+        counts["queries copying the example"] += sum(q == EXAMPLE_QUERY for q in queries)
+        if turns and not exact(turns[-1], question["golden_answers"]):
+            answers = ANSWER.findall(turns[-1])
+            answer = plain(answers[-1] if answers else turns[-1])
+            counts["wrong"] += 1
+            counts["wrong, a field of the passages"] += answer in {plain(f) for f in fields(returned, question["question"])}
+    return counts
+
+
 # ---------------------------------------------------------------------------------------------------- train
 
 
@@ -285,6 +311,12 @@ def summary(args) -> None:
               f"{pct(first['names_entity'])} -> {pct(last['names_entity'])} | {pct(r['train'][0]['exact'])} -> "
               f"{pct(late['exact'])} | {pct(r['train'][0]['searched'])} -> {pct(late['searched'])} | "
               f"{'unfinished' if r.get('unfinished') else bench.run_minutes(r)} |")
+    for r in results:
+        c = last_evaluation_errors(out / r["arm"] / f"seed{r['seed']}" / "eval_completions.jsonl", known)
+        print(f"{r['arm']} seed {r['seed']}, last held-out evaluation: {c['wrong']} of {c['episodes']} answers wrong, "
+              f"{c['wrong, a field of the passages']} of them a field of the passages returned; "
+              f"{c['queries copying the example']} of {c['queries']} queries copy the prompt's example "
+              f"'{EXAMPLE_QUERY}'")
     for arm in dict.fromkeys(r["arm"] for r in results):
         mine = [r for r in results if r["arm"] == arm]
         if len(mine) > 1:

@@ -175,3 +175,30 @@ def test_the_rlpr_baseline_replies_of_a_problem_are_its_right_wrong_constant_and
     assert constants == [reply for name, reply in replies("What is 1 + 2?", "3").items() if name.startswith("constant")]
     # what RLPR scores is the reasoning before the last marker: the restatement's is the question's sum, unanswered
     assert reasoning_of(by_class["restated question: 'a + b = \\boxed{'"], MARKER) == "52 + 68 = "
+
+
+def test_the_search_summary_counts_wrong_answers_copied_from_the_passages_and_queries_copying_the_example(tmp_path):
+    import json
+
+    from benchmarks.real_search import last_evaluation_errors
+
+    question = "In which town was Faeza Finnaer born?"  # held out; the answer is Lurlouwick
+    passage = ("<information>Doc 1 (Title: Faeza Finnaer) Faeza Finnaer (born 1790) was a cooper from Lurlouwick. "
+               "Faeza belonged to the Zonveil Guild.</information>")
+
+    def row(step, uid, *turns):
+        roles = ["assistant", "user"] * len(turns)
+        return {"step": step, "uid": uid, "prompt": [{"role": "user", "content": question}],
+                "messages": [{"role": r, "content": t} for r, t in zip(roles, turns)]}
+
+    rows = [row(0, 0, "<answer>Brindlewick</answer>"),
+            row(10, 0, "<search>Faeza Finnaer</search>", passage, "<answer>Zonveil Guild</answer>"),
+            row(10, 1, "<search>Amos Keller</search>", "<information>No passage matches the query.</information>",
+                "<answer>Brindlewick</answer>"),
+            row(10, 2, "<search>Faeza Finnaer</search>", passage, "<answer>Lurlouwick</answer>")]
+    path = tmp_path / "eval_completions.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    known = {question: {"question": question, "golden_answers": ["Lurlouwick"]}}
+    assert last_evaluation_errors(path, known) == {
+        "episodes": 3, "wrong": 2, "wrong, a field of the passages": 1, "queries": 3,
+        "queries copying the example": 1}
