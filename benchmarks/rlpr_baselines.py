@@ -26,6 +26,7 @@ from benchmarks.common import ROOT, commit
 RECIPE = ROOT / "recipes" / "smollm2_addition.yaml"
 MARKER = "\\boxed{"
 OPERANDS = re.compile(r"What is (\d+) \+ (\d+)\?")
+RIGHT = "right: 'a + b = c. \\boxed{c}'"
 
 
 def replies(question: str, answer: str) -> dict[str, str]:
@@ -33,7 +34,7 @@ def replies(question: str, answer: str) -> dict[str, str]:
     a, b = OPERANDS.search(question).groups()
     wrong = str(int(answer) + 1)
     return {
-        "right: 'a + b = c. \\boxed{c}'": f"{a} + {b} = {answer}. \\boxed{{{answer}}}",
+        RIGHT: f"{a} + {b} = {answer}. \\boxed{{{answer}}}",
         "wrong by one: 'a + b = c+1. \\boxed{c+1}'": f"{a} + {b} = {wrong}. \\boxed{{{wrong}}}",
         "constant: empty": "",
         "constant: '\\boxed{0}'": "\\boxed{0}",
@@ -56,13 +57,13 @@ def score(model_name: str, problems: list, cfg) -> dict[str, dict[str, float]]:
     encode = PromptEncoder(tokenizer, cfg.model.chat_template, cfg.data.system_prompt, cfg.data.max_prompt_tokens)
     policy = Policy(load_model(model_cfg).eval(), tokenizer, encode)
     settings = RlprSettings(marker=MARKER)
-    by_class: dict[str, list[float]] = {}
+    by_class: dict[str, list[tuple]] = {}
     for p in problems:
         for name, reply in replies(p.prompt, str(p.answer)).items():
             by_class.setdefault(name, []).append((p, reply))
     rewards = {name: rlpr_rewards(policy, [p.prompt for p, _ in rows], [r for _, r in rows],
                                   [p.answer for p, _ in rows], settings) for name, rows in by_class.items()}
-    right = next(iter(rewards.values()))
+    right = rewards[RIGHT]
     return {name: {"mean": statistics.mean(values),
                    "at least the right reply": statistics.mean(float(v >= r) for v, r in zip(values, right))}
             for name, values in rewards.items()}
