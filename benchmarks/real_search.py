@@ -60,10 +60,14 @@ def plain(text: str) -> str:
     return " ".join(w for w in text.split() if w not in ("a", "an", "the"))
 
 
-def exact(reply: str, references: list[str]) -> bool:
+def final_answer(reply: str) -> str:
+    """The reply's last <answer>...</answer>, else the whole reply."""
     answers = ANSWER.findall(reply)
-    answer = answers[-1] if answers else reply
-    return plain(answer) in {plain(r) for r in references}
+    return answers[-1] if answers else reply
+
+
+def exact(reply: str, references: list[str]) -> bool:
+    return plain(final_answer(reply)) in {plain(r) for r in references}
 
 
 def questions() -> dict[str, dict]:
@@ -173,6 +177,11 @@ def random_field_exact(passages: str, question: str, references: list[str]) -> f
     return sum(exact(c, references) for c in candidates) / len(candidates) if candidates else 0.0
 
 
+def first_field_exact(passages: str, question: str, references: list[str]) -> float:
+    """1.0 when the first field of `passages` is an exact answer."""
+    return float(exact((fields(passages, question) or [""])[0], references))
+
+
 def best_constant(rows: list[dict]) -> tuple[str, float]:
     """The one answer that is right for the most questions, and its share: the best a blind guesser can do."""
     counts: dict[str, int] = {}
@@ -201,12 +210,8 @@ def readers(args) -> None:
               "best constant answer": constant}
     passages = {k: [Searcher(index, k, env["max_passage_chars"], max_query_chars=1000).search(r["question"])
                     for r in rows] for k in (1, env["k"])}
-    result[READERS[0]] = statistics.mean(random_field_exact(p, r["question"], r["golden_answers"])
-                                         for p, r in zip(passages[env["k"]], rows))
-    result[READERS[1]] = statistics.mean(random_field_exact(p, r["question"], r["golden_answers"])
-                                         for p, r in zip(passages[1], rows))
-    result[READERS[2]] = statistics.mean(float(exact((fields(p, r["question"]) or [""])[0], r["golden_answers"]))
-                                         for p, r in zip(passages[1], rows))
+    for name, k, reader in zip(READERS, (env["k"], 1, 1), (random_field_exact, random_field_exact, first_field_exact)):
+        result[name] = statistics.mean(reader(p, r["question"], r["golden_answers"]) for p, r in zip(passages[k], rows))
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
     (out / "readers.json").write_text(json.dumps(result, indent=2))
@@ -223,7 +228,8 @@ def last_evaluation_errors(path: Path, known: dict[str, dict]) -> dict[str, int]
     """At the last held-out evaluation of a run: its wrong answers, those that are a field of the passages the
     episode got back (by `fields`), its queries, and those that copy the system prompt's example."""
     rows = list(read_jsonl(path))
-    last = {r["uid"]: r for r in rows if r["step"] == max(row["step"] for row in rows)}
+    last_step = max(row["step"] for row in rows)
+    last = {r["uid"]: r for r in rows if r["step"] == last_step}
     counts = {"episodes": len(last), "wrong": 0, "wrong, a field of the passages": 0, "queries": 0,
               "queries copying the example": 0}
     for row in last.values():
@@ -235,8 +241,7 @@ def last_evaluation_errors(path: Path, known: dict[str, dict]) -> dict[str, int]
         counts["queries"] += len(queries)
         counts["queries copying the example"] += sum(q == EXAMPLE_QUERY for q in queries)
         if turns and not exact(turns[-1], question["golden_answers"]):
-            answers = ANSWER.findall(turns[-1])
-            answer = plain(answers[-1] if answers else turns[-1])
+            answer = plain(final_answer(turns[-1]))
             counts["wrong"] += 1
             counts["wrong, a field of the passages"] += answer in {plain(f) for f in fields(returned, question["question"])}
     return counts
