@@ -72,6 +72,28 @@ def run_minutes(result: dict) -> str:
     return f"{result['wall_seconds'] / 60:.0f}" + (" (resumed: last part only)" if result.get("resumed") else "")
 
 
+def time_figures(run_dir: Path) -> dict[str, float]:
+    """Where a run's training steps spent their time, as means over the steps logged without an evaluation:
+    seconds per step, the environment's share of it (perf/env_s), and for runs whose episodes call the model through
+    the OpenAI-compatible endpoint (agent programs, verifiers) the milliseconds per call (engine included), the
+    calls per engine batch, and the share of generation time spent in the endpoint beyond the engine
+    (calls x ms per call - engine seconds, over perf/gen_s)."""
+    from rlvr.tracking.jsonl import read_jsonl
+
+    rows = [r for r in read_jsonl(run_dir / "metrics.jsonl") if "perf/step_s" in r and "eval/accuracy" not in r]
+    if not rows:
+        return {}
+    out = {"step_s": mean(r["perf/step_s"] for r in rows),
+           "env_share": mean(r.get("perf/env_s", 0.0) / r["perf/step_s"] for r in rows)}
+    called = [r for r in rows if r.get("endpoint/calls")]
+    if called:
+        out |= {"call_ms": mean(r["endpoint/call_ms_mean"] for r in called),
+                "calls_per_batch": mean(r["endpoint/batch_calls_mean"] for r in called),
+                "beyond_engine_share": mean(max(0.0, r["endpoint/calls"] * r["endpoint/call_ms_mean"] / 1000
+                                                - r["endpoint/engine_s"]) / r["perf/gen_s"] for r in called)}
+    return out
+
+
 def sample_episodes(recipe: Path, overrides: list[str], problems: int, samples: int) -> tuple[list, float, float]:
     """The base model's episodes on a recipe's first `problems` held-out problems, `samples` each, with the recipe's
     prompt, sampling and environment (static engine, one generator seed per problem): [(problem, episode)], the

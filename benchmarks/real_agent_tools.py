@@ -17,14 +17,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
 
-from benchmarks.common import ROOT, commit, has_checkpoints, mean_sd, train_resumably
+from benchmarks.common import ROOT, commit, has_checkpoints, mean_sd, time_figures, train_resumably
 from benchmarks.real_model import eval_curve
-from rlvr.tracking.jsonl import read_jsonl
 
 RECIPE = ROOT / "recipes" / "smollm2_agent_calculator.yaml"
 AGENT = ROOT / "recipes" / "data" / "calculator_agent.py"
@@ -45,18 +43,6 @@ def train(args) -> None:
         (out / f"seed{seed}.json").write_text(json.dumps(result, indent=1))
 
 
-def endpoint_figures(run_dir: Path) -> dict[str, float]:
-    """Means over a run's steps of the endpoint's figures."""
-    rows = [r for r in read_jsonl(run_dir / "metrics.jsonl") if "endpoint/calls" in r]
-    if not rows:
-        return {}
-    beyond = [max(0.0, r["endpoint/calls"] * r["endpoint/call_ms_mean"] / 1000 - r["endpoint/engine_s"])
-              / r["perf/gen_s"] for r in rows]
-    return {"call_ms": statistics.mean(r["endpoint/call_ms_mean"] for r in rows),
-            "calls_per_batch": statistics.mean(r["endpoint/batch_calls_mean"] for r in rows),
-            "share_beyond_engine": statistics.mean(beyond)}
-
-
 def curves(arm_dir: Path) -> dict[int, list[float]]:
     """Step -> the seeds' held-out exact accuracy."""
     by_step: dict[int, list[float]] = {}
@@ -73,11 +59,12 @@ def summary(args) -> None:
     for step in sorted(set(agent) | set(native)):
         print(f"| {step} | {mean_sd(agent.get(step, []), pct)} | {mean_sd(native.get(step, []), pct)} |")
     for run_dir in sorted(Path(args.output).glob("seed[0-9]")):
-        figures = endpoint_figures(run_dir)
-        if figures:
+        figures = time_figures(run_dir)
+        if "call_ms" in figures:
             print(f"{run_dir.name}: {figures['call_ms']:.0f} ms per call (engine included), "
                   f"{figures['calls_per_batch']:.1f} calls per engine batch, "
-                  f"{100 * figures['share_beyond_engine']:.1f}% of generation time in the endpoint beyond the engine")
+                  f"{100 * figures['beyond_engine_share']:.1f}% of generation time in the endpoint beyond the engine, "
+                  f"{figures['step_s']:.1f} s per training step")
 
 
 def main() -> None:

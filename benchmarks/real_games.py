@@ -10,6 +10,8 @@ every token against GiGPO's turn-level credit (docs/results.md, "Feedback a poli
         --recipe recipes/smollm2_guess_number_verifiers.yaml --output runs/real_games_verifiers
     python -m benchmarks.real_games summary --game guess_number [--plot docs/img/real_guess_number.png]
     python -m benchmarks.real_games baselines --game guess_number     # the baselines the summary prints
+    python -m benchmarks.real_games compare --game guess_number --runs openenv=runs/real_games_openenv \
+        verifiers=runs/real_games_verifiers [--plot docs/img/real_guess_number_environments.png]
 
 `train` runs `rlvr train recipes/smollm2_<game>.yaml seed=S` (and `algorithm.turn_credit=gigpo` for gigpo), seed
 by seed, and reads, per held-out evaluation (every 10 steps, step 0 the base model): success within the turn budget
@@ -19,7 +21,8 @@ consistent with every earlier reply (eval/episode/consistent) and the share that
 FrozenLake the share of moves that bring the player closer to the goal (eval/episode/closer). The greedy games
 (eval_completions.jsonl) are also replayed here by a check written apart from the environment (the secret named by
 some turn's first integer; the walk of each turn's first move word over the map), which must agree with the run's
-own verdicts.
+own verdicts. `compare` sets the same game's runs through different environment paths (native, OpenEnv,
+verifiers: each a `train --output`) side by side, with where their training steps spent their time.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from benchmarks.common import (
     sample_episodes,
     save_figure,
     summary_arguments,
+    time_figures,
     train_resumably,
 )
 from rlvr.tracking.jsonl import read_jsonl
@@ -332,6 +336,86 @@ def print_sampled_directions(by_credit: dict[str, list[dict]]) -> None:
               " | ".join(f"{shares(0, reply)} -> {shares(-1, reply)}" for reply in replies) + " |")
 
 
+def load_runs(output: Path, game: str, credit: str) -> list[dict]:
+    """A `train --output`'s finished seeds of one game and credit, their measures read again from the runs' files."""
+    runs = []
+    for path in sorted((output / game / credit).glob("seed*.json")):
+        r = json.loads(path.read_text())
+        run_dir = path.with_suffix("")
+        runs.append(r | {"eval": eval_curve(run_dir, game), "time": time_figures(run_dir)})
+    return runs
+
+
+def compare(args) -> None:
+    """The same game trained through different environment paths (each `LABEL=DIR`, a `train --output`): held-out
+    success base -> end as mean ± sd over seeds, the exact check's disagreements, and where the training steps'
+    time went (`time_figures`)."""
+    by_label = {}
+    for spec in args.runs:
+        label, sep, folder = spec.partition("=")
+        if not sep:
+            raise SystemExit(f"--runs takes LABEL=DIR, got {spec!r}")
+        by_label[label] = load_runs(Path(folder), args.game, args.credit)
+        if not by_label[label]:
+            raise SystemExit(f"no finished seeds under {Path(folder) / args.game / args.credit} (run `train` first)")
+    pct = lambda v: f"{100 * v:.2f}%"  # noqa: E731
+    print(f"{args.game}, {args.credit} credit; base -> end, end being the mean of the last two held-out evaluations\n")
+    print("| environment | seeds | success, sampled | success, greedy | greedy games the exact check disputes | "
+          "s per training step | environment's share of a step | endpoint ms per call | calls per engine batch | "
+          "endpoint beyond the engine, share of generation | minutes |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for label, runs in by_label.items():
+        seeds = ", ".join(str(r["seed"]) for r in runs)
+        cells = [f"{mean_sd([r['eval'][0].get(k) for r in runs], fmt)} -> {mean_sd([end(r['eval'], k) for r in runs], fmt)}"
+                 for k in ("sampled", "greedy")]
+        disputed = sum(p.get("disagree", 0) for r in runs for p in r["eval"])
+        times = [r["time"] for r in runs]
+        cells += [str(disputed), mean_sd([t.get("step_s") for t in times], lambda v: f"{v:.1f}"),
+                  mean_sd([t.get("env_share") for t in times], pct),
+                  mean_sd([t.get("call_ms") for t in times], lambda v: f"{v:.0f}"),
+                  mean_sd([t.get("calls_per_batch") for t in times], lambda v: f"{v:.1f}"),
+                  mean_sd([t.get("beyond_engine_share") for t in times], pct),
+                  mean_sd([r["wall_seconds"] / 60 for r in runs], lambda v: f"{v:.0f}")]
+        print(f"| {label} | {seeds} | " + " | ".join(cells) + " |")
+        for r in runs:
+            print(f"    seed {r['seed']}: sampled " + " / ".join(fmt(p.get("sampled")) for p in r["eval"]) + "; greedy "
+                  + " / ".join(fmt(p.get("greedy")) for p in r["eval"]) + " (steps "
+                  + ", ".join(str(p["step"]) for p in r["eval"]) + f"); commit {r['commit']}")
+    print_baselines(args.game)
+    if args.plot:
+        plot_paths(by_label, args.game, Path(args.plot))
+
+
+def plot_paths(by_label: dict[str, list[dict]], game: str, path: Path) -> None:
+    """Held-out success (sampled, greedy) against steps per environment path: seeds thin, their mean thick."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    for (label, runs), color in zip(by_label.items(), ("tab:blue", "tab:green", "tab:purple", "tab:red")):
+        for ax, key in zip(axes, ("sampled", "greedy")):
+            for r in runs:
+                ax.plot([p["step"] for p in r["eval"]], [100 * p[key] for p in r["eval"]], color=color, alpha=0.3)
+            steps = sorted({p["step"] for r in runs for p in r["eval"]})
+            ax.plot(steps, [statistics.mean(100 * p[key] for r in runs for p in r["eval"] if p["step"] == s)
+                            for s in steps], color=color, marker="o", linewidth=2,
+                    label=f"{label}, mean of {len(runs)} seeds")
+    if game == "guess_number":
+        from rlvr.evaluation import baselines as b
+
+        best = float(b.guess_number_success(b.blind_guesses(b.best_blind_order(b.guess_number_secrets()))))
+        for ax in axes:
+            ax.axhline(100 * best, color="gray", linestyle="--", label=f"best blind five guesses ({best:.0%})")
+    for ax, key in zip(axes, ("sampled", "greedy")):
+        ax.set_title(f"held-out success within the turn budget ({key} games)")
+        ax.set_xlabel("GRPO step")
+        ax.set_ylabel("%")
+    save_figure(fig, path, title=f"SmolLM2-135M-Instruct, {game.replace('_', ' ')}: one game through "
+                f"{', '.join(by_label)} (thin: seeds)", panels=axes)
+
+
 def plot(results: list[dict], game: str, path: Path, subtitle: str = "") -> None:
     import matplotlib
 
@@ -402,10 +486,15 @@ def main() -> None:
     m = summary_arguments(sub, "runs/real_games")
     m.add_argument("--game", choices=list(GAMES), required=True)
     m.add_argument("--title", default="", help="added to the plot's title after the game's name")
+    c = sub.add_parser("compare")
+    c.add_argument("--game", choices=list(GAMES), required=True)
+    c.add_argument("--runs", nargs="+", required=True, help="LABEL=DIR, each a `train --output`")
+    c.add_argument("--credit", choices=list(CREDITS), default="episode")
+    c.add_argument("--plot", default=None)
     b = sub.add_parser("baselines")
     b.add_argument("--game", choices=list(GAMES), required=True)
     args = parser.parse_args()
-    {"samples": samples, "train": train, "summary": summary,
+    {"samples": samples, "train": train, "summary": summary, "compare": compare,
      "baselines": lambda a: print_baselines(a.game)}[args.command](args)
 
 
