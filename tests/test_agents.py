@@ -42,10 +42,10 @@ def agent_task(function, label=None, **args) -> EnvTask:
     return EnvTask(task, EnvConfig(name="agent", args={"function": function, **args}))
 
 
-def run_agents(model, tok, tasks_and_problems, n=4, max_new=5, wait_s=0.05):
+def run_agents(model, tok, tasks_and_problems, n=4, max_new=5):
     engine = RecordingEngine(model, tok)
     runner = EpisodeRunner(engine, PromptEncoder(tok))
-    runner.agents.wait_s, runner.agents.version = wait_s, 7
+    runner.agents.version = 7
     gens = [group_generator(torch.device("cpu"), 0, i) for i in range(len(tasks_and_problems))]
     prompts, groups = runner.generate(tasks_and_problems, SamplingParams(n=n, max_new_tokens=max_new), gens)
     return engine, runner, prompts, groups
@@ -82,15 +82,41 @@ def test_agent_calls_are_captured_token_exact_and_batched(policy):
             assert len(e.calls) == 2 and all(c.version == 7 for c in e.calls)
             for call in e.calls:
                 assert all(c.token_ids in sampled[tuple(call.prompt_ids)] for c in call.completions)
-    # 12 episodes' first calls in one engine batch (the batcher waits for calls while they keep coming)
+    # each turn of the 12 episodes in one engine batch (the batcher waits for every live episode's call)
     metrics = runner.agents.metrics
-    assert metrics["endpoint/calls"] == 24 and metrics["endpoint/batch_calls_max"] >= 6
-    assert metrics["endpoint/engine_calls"] <= 12
+    assert metrics["endpoint/calls"] == 24 and metrics["endpoint/batch_calls_max"] == 12
+    assert metrics["endpoint/engine_calls"] == 2, [len(c[0]) for c in engine.calls]
     batch = RolloutBatch.from_completions(prompts, groups, tok.pad_token_id, [{}] * len(groups))
     with torch.no_grad():
         logp, _ = completion_logprobs(model, batch.input_ids, batch.attention_mask, batch.completion_width, 1.0)
     mask = batch.completion_mask.bool()
     assert torch.allclose(logp[mask], batch.rollout_logprobs[mask], atol=1e-4)
+
+
+def test_the_batcher_waits_for_every_live_episode_and_no_longer_than_its_limit(policy):
+    from rlvr.rollout.call_batcher import CallBatcher
+
+    model, tok = policy
+    engine = RecordingEngine(model, tok)
+    batcher = CallBatcher(engine, wait_s=0.005, max_wait_s=1.5, per_episode=True)
+    params, prompt = SamplingParams(n=1, max_new_tokens=2), tok("1 + 1 =")["input_ids"]
+    try:
+        for episode in "abc":
+            batcher.open(episode)
+        first = batcher.submit(prompt, params, episode="a")
+        time.sleep(0.1)  # far past wait_s: a batcher that waits only while calls keep coming would go alone
+        second = batcher.submit(prompt, params, episode="b")
+        time.sleep(0.1)
+        assert not first.done()  # "c" is live and may still call
+        batcher.finish("c")  # "c" ended without calling again: nothing more can come
+        first.result(timeout=5), second.result(timeout=5)
+        assert batcher.batch_calls == [2]
+        batcher.open("c")  # live, but never calls: the batch goes after the straggler limit, not never
+        t0 = time.monotonic()
+        batcher.submit(prompt, params, episode="a").result(timeout=10)
+        assert 1.4 < time.monotonic() - t0 < 6 and batcher.batch_calls == [2, 1]
+    finally:
+        batcher.close()
 
 
 def rewrites_history(client, row):

@@ -61,7 +61,8 @@ class AgentRunner:
     def __init__(self, engine: RolloutEngine, encode: PromptEncoder, renderer: ChatRenderer):
         self.engine, self.encode, self.renderer = engine, encode, renderer
         self.version = 0  # the policy version recorded with each call
-        self.wait_s = 0.005  # the call batcher waits this long for another call (rlvr.rollout.call_batcher)
+        self.max_wait_s = 0.2  # the call batcher waits this long, or a quarter of an engine call if longer, for a
+        # live episode's next call (rlvr.rollout.call_batcher)
         self.metrics: dict[str, float] = {}  # the last play's endpoint metrics (endpoint/...)
 
     def play(self, work: list[tuple[Any, Problem]], params: SamplingParams,
@@ -71,7 +72,7 @@ class AgentRunner:
         first = programs[0][0]
         limits = Limits(first.model_name, params.max_new_tokens, params.temperature, params.top_p, params.top_k,
                         params.greedy, params.return_entropy)
-        endpoint = ChatEndpoint(self.engine, self.renderer, limits, wait_s=self.wait_s,
+        endpoint = ChatEndpoint(self.engine, self.renderer, limits, max_wait_s=self.max_wait_s,
                                 call_timeout_s=max(p.call_timeout_s for group in programs for p in group))
         endpoint.version = self.version
         runs: list[list[_Run]] = []
@@ -84,7 +85,7 @@ class AgentRunner:
                     streams = [torch.Generator(generators[g].device).manual_seed(s) for s in seeds]
                 runs.append([_Run(p, endpoint.open_episode(s)) for p, s in zip(group, streams)])
             for run in (r for group in runs for r in group):
-                self._start(run, endpoint.url)
+                self._start(run, endpoint)
             self._wait([r for group in runs for r in group], work)
             traces = [[endpoint.close_episode(r.key) for r in group] for group in runs]
         finally:
@@ -92,10 +93,10 @@ class AgentRunner:
             self.metrics = endpoint.metrics()
         return self._samples(work, runs, traces, params)
 
-    def _start(self, run: _Run, url: str) -> None:
+    def _start(self, run: _Run, endpoint: ChatEndpoint) -> None:
         openai = openai_module()
         program = run.program
-        options = {"base_url": url, "api_key": run.key, "max_retries": 0, "timeout": program.call_timeout_s + 5}
+        options = {"base_url": endpoint.url, "api_key": run.key, "max_retries": 0, "timeout": program.call_timeout_s + 5}
         row = {**program.row(), "system_prompt": self.renderer.system_prompt}
 
         def target() -> None:
@@ -111,6 +112,7 @@ class AgentRunner:
             except BaseException as e:  # the episode's error, whatever the program raised
                 run.error = f"the agent raised {type(e).__name__}: {e}"
             run.finished = True
+            endpoint.finish_episode(run.key)
 
         run.deadline = time.monotonic() + program.episode_timeout_s
         run.thread = threading.Thread(target=target, daemon=True, name=f"rlvr-agent-{run.key[-6:]}")

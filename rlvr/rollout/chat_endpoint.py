@@ -48,15 +48,16 @@ class ChatEndpoint:
     """The endpoint (see the module's docstring); `url` once started, e.g. http://127.0.0.1:38211/v1."""
 
     def __init__(self, engine: RolloutEngine, renderer: ChatRenderer, limits: Limits, host: str = "127.0.0.1",
-                 port: int = 0, wait_s: float = 0.005, call_timeout_s: float = 300.0, record: bool = True):
+                 port: int = 0, wait_s: float = 0.005, max_wait_s: float = 0.05, call_timeout_s: float = 300.0,
+                 record: bool = True):
         template = renderer.tokenizer.chat_template
         if not renderer.use_template or not isinstance(template, str):
             raise RlvrError("The OpenAI-compatible endpoint renders messages with the tokenizer's chat template, and "
                             "this tokenizer has none (or model.chat_template=never); use a chat model.")
         self.renderer, self.limits, self.call_timeout_s, self.record = renderer, limits, call_timeout_s, record
         self.tokenizer = renderer.tokenizer
-        self.batcher = CallBatcher(engine, wait_s=wait_s)
         self.episodes: dict[str, EpisodeTrace] = {}
+        self.batcher = CallBatcher(engine, wait_s=wait_s, max_wait_s=max_wait_s, per_episode=record)
         self.generators: dict[str, torch.Generator] = {}
         self.version = 0  # the policy version recorded with each call
         self.calls = 0
@@ -71,12 +72,18 @@ class ChatEndpoint:
         """A new episode's API key; its calls are recorded under it (and sampled from `generator`)."""
         key = f"rlvr-{uuid.uuid4().hex}"
         self.episodes[key] = EpisodeTrace(self.renderer, self.version)
+        self.batcher.open(key)
         if generator is not None:
             self.generators[key] = generator
         return key
 
+    def finish_episode(self, key: str) -> None:
+        """The episode's program returned (or raised): the call batcher no longer waits for its calls."""
+        self.batcher.finish(key)
+
     def close_episode(self, key: str) -> EpisodeTrace:
         """The episode's trace; later calls with its key are refused."""
+        self.finish_episode(key)
         self.generators.pop(key, None)
         return self.episodes.pop(key)
 
@@ -129,7 +136,7 @@ class ChatEndpoint:
         generator = self.generators.get(key)
         if generator is None and request.seed is not None:
             generator = torch.Generator().manual_seed(request.seed)
-        future = self.batcher.submit(call.prompt_ids, request.params, generator)
+        future = self.batcher.submit(call.prompt_ids, request.params, generator, key)
         try:
             completions = await asyncio.wait_for(asyncio.wrap_future(future), self.call_timeout_s)
         except asyncio.TimeoutError:
