@@ -3,7 +3,7 @@
 
     python -m benchmarks.real_agent_tools train --seeds 0 1 2 [--output runs/real_agent_tools]
     python -m benchmarks.real_tool_use train --arm rl --seeds 0 1 2          # the native arm, if not run yet
-    python -m benchmarks.real_agent_tools summary [--native runs/real_tool_use/rl]
+    python -m benchmarks.real_agent_tools summary [--native runs/real_tool_use/rl] [--plot PNG]
 
 `train` runs the agent recipe seed by seed (resumable: a stopped seed continues from its last checkpoint).
 `summary` prints, per evaluation step, the held-out greedy episodes' exact accuracy (benchmarks/real_model.py's exact
@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.common import ROOT, commit, has_checkpoints, mean_sd, time_figures, train_resumably
+from benchmarks.common import ROOT, commit, has_checkpoints, mean_sd, save_figure, time_figures, train_resumably
 from benchmarks.real_model import eval_curve
 
 RECIPE = ROOT / "recipes" / "smollm2_agent_calculator.yaml"
@@ -41,6 +41,34 @@ def train(args) -> None:
         result = {"seed": seed, "commit": commit(), "resumed": resumed, "rl_seconds": seconds,
                   "wall_seconds": time.perf_counter() - t0, "evals": eval_curve(run_dir)}
         (out / f"seed{seed}.json").write_text(json.dumps(result, indent=1))
+
+
+def seed_curves(arm_dir: Path) -> dict[str, list[tuple[int, float]]]:
+    """Seed -> its (step, held-out exact accuracy) points."""
+    return {run_dir.name: [(p["step"], p["exact"]) for p in eval_curve(run_dir)]
+            for run_dir in sorted(arm_dir.glob("seed[0-9]"))}
+
+
+def plot(arms: dict[str, Path], path: Path) -> None:
+    """Held-out exact accuracy against steps, each arm's seeds thin and their mean thick."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    for (label, arm_dir), color in zip(arms.items(), ("tab:green", "tab:blue")):
+        runs = seed_curves(arm_dir)
+        if not runs:
+            continue
+        for points in runs.values():
+            ax.plot(*zip(*[(s, 100 * v) for s, v in points]), color=color, alpha=0.3)
+        means = curves(arm_dir)
+        ax.plot(sorted(means), [100 * sum(means[s]) / len(means[s]) for s in sorted(means)], color=color,
+                marker="o", linewidth=2, label=f"{label}, mean of {len(runs)} seeds")
+    ax.set_xlabel("GRPO step")
+    ax.set_ylabel("held-out exact accuracy (%), greedy")
+    save_figure(fig, path, title="SmolLM2-135M-Instruct, the calculator task (thin: seeds)", panels=[ax])
 
 
 def curves(arm_dir: Path) -> dict[int, list[float]]:
@@ -65,6 +93,9 @@ def summary(args) -> None:
                   f"{figures['calls_per_batch']:.1f} calls per engine batch, "
                   f"{100 * figures['beyond_engine_share']:.1f}% of generation time in the endpoint beyond the engine, "
                   f"{figures['step_s']:.1f} s per training step")
+    if args.plot:
+        plot({"agent program (OpenAI client, tools)": Path(args.output), "native tool environment": Path(args.native)},
+             Path(args.plot))
 
 
 def main() -> None:
@@ -77,6 +108,7 @@ def main() -> None:
     m = sub.add_parser("summary")
     m.add_argument("--output", default="runs/real_agent_tools")
     m.add_argument("--native", default="runs/real_tool_use/rl")
+    m.add_argument("--plot", default=None)
     args = parser.parse_args()
     {"train": train, "summary": summary}[args.command](args)
 
