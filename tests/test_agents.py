@@ -16,7 +16,7 @@ from rlvr.config import EnvConfig, RunConfig
 from rlvr.envs.base import episode_verdict
 from rlvr.envs.render import ChatRenderer
 from rlvr.envs.task import EnvTask
-from rlvr.errors import RlvrError
+from rlvr.errors import ConfigError, RlvrError
 from rlvr.models.logprobs import completion_logprobs
 from rlvr.models.prompts import PromptEncoder
 from rlvr.rollout import SamplingParams, group_generator
@@ -201,13 +201,13 @@ def test_a_port_in_use_is_a_clear_error(policy):
 
 def test_tool_calls_are_parsed_and_rendered_in_the_hermes_format():
     text = 'Let me add.<tool_call>\n{"name": "add", "arguments": {"a": 2, "b": 3}}\n</tool_call>'
-    message = assistant_message(text, True, [])
+    message = assistant_message(text, [ADD], [])
     assert message["content"] == "Let me add."
     [call] = message["tool_calls"]
     assert call["function"]["name"] == "add" and json.loads(call["function"]["arguments"]) == {"a": 2, "b": 3}
-    assert assistant_message(text, False, [])["content"] == text  # no tools offered: plain text
-    assert assistant_message("<tool_call>{not json</tool_call>", True, []).get("tool_calls") is None
-    stopped = assistant_message(text, True, ["</tool_call>"])  # a turn stopped at its call still calls
+    assert assistant_message(text, [], [])["content"] == text  # no tools offered: plain text
+    assert assistant_message("<tool_call>{not json</tool_call>", [ADD], []).get("tool_calls") is None
+    stopped = assistant_message(text, [ADD], ["</tool_call>"])  # a turn stopped at its call still calls
     assert stopped["content"] == "Let me add." and len(stopped["tool_calls"]) == 1
     # a template without tools: the schemas go into the system message, the calls into the assistant's text
     messages, native = template_messages([{"role": "user", "content": "2+3?"},
@@ -216,6 +216,57 @@ def test_tool_calls_are_parsed_and_rendered_in_the_hermes_format():
                                          [ADD], CHATML)
     assert native is None and messages[0]["role"] == "system" and '"name": "add"' in messages[0]["content"]
     assert messages[2]["content"] == '<tool_call>\n{"name": "add", "arguments": {"a": 2, "b": 3}}\n</tool_call>'
+
+
+CALCULATOR = {"type": "function", "function": {"name": "calculator", "description": "Evaluate an expression.",
+              "parameters": {"type": "object", "properties": {"expression": {"type": "string"}}}}}
+
+
+def test_tool_calls_in_tags_are_parsed_rendered_back_and_a_tool_of_two_parameters_is_refused():
+    from rlvr.rollout.openai_format import APIError, parse_request
+
+    text = "I will compute. <calculator>12*34</calculator>"
+    message = assistant_message(text, [CALCULATOR], ["</calculator>"], "tags")
+    assert message["content"] == "I will compute."
+    [call] = message["tool_calls"]
+    assert call["function"]["name"] == "calculator" and json.loads(call["function"]["arguments"]) == \
+        {"expression": "12*34"}
+    assert assistant_message("<add>1</add>", [CALCULATOR], [], "tags").get("tool_calls") is None  # not offered
+    # the history written back as the model wrote it, and no Hermes description of the tools
+    messages, native = template_messages([{"role": "user", "content": "12*34?"},
+                                          {"role": "assistant", "content": "I will compute.",
+                                           "tool_calls": [{"name": "calculator", "arguments": {"expression": "12*34"}}]}],
+                                         [CALCULATOR], CHATML, "tags")
+    assert native is None and [m["role"] for m in messages] == ["user", "assistant"]
+    assert messages[1]["content"] == "I will compute.\n<calculator>12*34</calculator>"
+    body = {"model": "policy", "messages": [{"role": "user", "content": "hi"}], "tools": [ADD]}
+    with pytest.raises(APIError, match="Tool 'add' takes 2 parameters.*exactly one"):
+        parse_request(body, Limits("policy", 8, tool_call_format="tags"))
+
+
+def test_a_tags_call_sent_back_continues_its_segment_with_the_sampled_tokens(policy):
+    from rlvr.rollout.agent_trace import EpisodeTrace
+    from rlvr.rollout.base import Completion
+    from rlvr.rollout.openai_format import normal_call
+
+    _, tok = policy
+    trace = EpisodeTrace(ChatRenderer(tok, True), call_format="tags")
+    opening = [{"role": "user", "content": "12*34?"}]
+    first = trace.begin(opening, [CALCULATOR])
+    sampled = tok("<calculator>12*34</calculator>", add_special_tokens=False)["input_ids"]
+    completion = Completion(sampled, "<calculator>12*34</calculator>", [0.0] * len(sampled), False)
+    reply = assistant_message(completion.text, [CALCULATOR], [], "tags")
+    assert reply["tool_calls"][0]["function"]["arguments"] == '{"expression": "12*34"}'
+    trace.answered(first, [completion], [reply])
+    sent_back = {"role": "assistant", "content": reply["content"] or "",  # as the endpoint reads it back
+                 "tool_calls": [normal_call(c, "tool_calls") for c in reply["tool_calls"]]}
+    second = trace.begin([*opening, sent_back, {"role": "tool", "tool_call_id": "x", "content": "408"}], [CALCULATOR])
+    assert len(trace.segments) == 1  # the call continues the first one's segment
+    assert second.prompt_ids[: len(first.prompt_ids) + len(sampled)] == first.prompt_ids + sampled  # as sampled
+    assert "408" in tok.decode(second.prompt_ids[len(first.prompt_ids) + len(sampled):])
+    with pytest.raises(ConfigError, match="tool_call_format must be 'json' or 'tags'"):
+        task = agent_task(two_turns, tool_call_format="xml")
+        task.make_envs(task.problem("train", 0), 1)
 
 
 def test_rlvr_serve_answers_chat_completions_with_tools_from_a_checkpoint(policy, tmp_path):

@@ -42,23 +42,29 @@ def _function(spec: Any, key: str) -> Callable:
 @ENVIRONMENTS.register("agent")
 class AgentProgram:
     """An agent program `agent(client, row)` whose `openai` client calls the policy through an OpenAI-compatible
-    endpoint (args: function, reward, episode_timeout_s, call_timeout_s, model_name). Not stepped turn by turn: the
-    program drives the episode, and rlvr.rollout.agents runs it (`plays_itself`)."""
+    endpoint (args: function, reward, episode_timeout_s, call_timeout_s, model_name, tool_call_format: how the model
+    writes tool calls, 'json' Hermes blocks or 'tags' `<name>argument</name>`, rlvr.rollout.openai_format). Not
+    stepped turn by turn: the program drives the episode, and rlvr.rollout.agents runs it (`plays_itself`)."""
 
     plays_itself = True
     tools: list = []
 
     def __init__(self, problem: Problem, task: Task, function: Any = None, reward: Any = None,
-                 model_name: str = "policy", episode_timeout_s: float = 300.0, call_timeout_s: float = 120.0):
+                 model_name: str = "policy", episode_timeout_s: float = 300.0, call_timeout_s: float = 120.0,
+                 tool_call_format: str = "json"):
         if function is None:
             raise ConfigError("Environment 'agent' needs data.tasks[].env.args.function: the agent program, "
                               "'package.module:function' or 'path/file.py:function', called as agent(client, row).")
+        if tool_call_format not in ("json", "tags"):
+            raise ConfigError(f"data.tasks[].env.args.tool_call_format must be 'json' or 'tags', got "
+                              f"{tool_call_format!r}.")
         if not (episode_timeout_s > 0 and call_timeout_s > 0):
             raise ConfigError("data.tasks[].env.args.episode_timeout_s and call_timeout_s must be positive seconds.")
         self.problem, self.task = problem, task
         self.function = _function(function, "function")
         self.reward = _function(reward, "reward") if reward is not None else None
         self.model_name, self.episode_timeout_s, self.call_timeout_s = model_name, episode_timeout_s, call_timeout_s
+        self.tool_call_format = tool_call_format
 
     @classmethod
     def for_group(cls, problem: Problem, task: Task, n: int, models: ChatModels, **args: Any) -> list[AgentProgram]:

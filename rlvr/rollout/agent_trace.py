@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlvr.envs.render import ChatRenderer
+from rlvr.envs.tools import CallFormat
 from rlvr.rollout.base import Completion, TokenSequence
 from rlvr.rollout.openai_format import same_message, template_messages
 
@@ -57,8 +58,8 @@ class Segment(TokenSequence):
 class EpisodeTrace:
     """The calls of one episode (one API key), safe to call from the endpoint's threads."""
 
-    def __init__(self, renderer: ChatRenderer, version: int = 0):
-        self.renderer, self.version = renderer, version
+    def __init__(self, renderer: ChatRenderer, version: int = 0, call_format: CallFormat = "json"):
+        self.renderer, self.version, self.call_format = renderer, version, call_format
         self.calls: list[CallRecord] = []
         self.segments: list[Segment] = []
         self.lock = threading.Lock()
@@ -73,12 +74,13 @@ class EpisodeTrace:
                 turn, new = extra
                 segment.take_turn(turn)
                 segment.last = None
-                reply = self.renderer.continuation(template_messages(new, [], self.template)[0], turn.token_ids)
+                shown = template_messages(new, [], self.template, self.call_format)[0]
+                reply = self.renderer.continuation(shown, turn.token_ids)
                 segment.append(reply, False)
                 segment.history = messages
             else:
                 self._close_last()
-                shown, native = template_messages(messages, tools, self.template)
+                shown, native = template_messages(messages, tools, self.template, self.call_format)
                 text = self.renderer.tokenizer.apply_chat_template(
                     shown, tools=native, add_generation_prompt=True, tokenize=False, **self.renderer.template_kwargs)
                 prompt = list(self.renderer.tokenizer(text, add_special_tokens=False)["input_ids"])

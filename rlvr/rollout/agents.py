@@ -70,8 +70,13 @@ class AgentRunner:
         """`params.n` episodes of each (agent task, problem): the groups' prompts and their episodes."""
         programs = [task.make_envs(problem, params.n) for task, problem in work]
         first = programs[0][0]
+        formats = {p.tool_call_format for group in programs for p in group}
+        if len(formats) > 1:
+            raise RlvrError(f"Agent tasks played together serve their calls through one endpoint, in one tool-call "
+                            f"format; these ask for {' and '.join(sorted(formats))}: give them the same "
+                            "data.tasks[].env.args.tool_call_format.")
         limits = Limits(first.model_name, params.max_new_tokens, params.temperature, params.top_p, params.top_k,
-                        params.greedy, params.return_entropy)
+                        params.greedy, params.return_entropy, tool_call_format=first.tool_call_format)
         endpoint = ChatEndpoint(self.engine, self.renderer, limits, max_wait_s=self.max_wait_s,
                                 call_timeout_s=max(p.call_timeout_s for group in programs for p in group))
         endpoint.version = self.version

@@ -71,7 +71,7 @@ class ChatEndpoint:
     def open_episode(self, generator: torch.Generator | None = None) -> str:
         """A new episode's API key; its calls are recorded under it (and sampled from `generator`)."""
         key = f"rlvr-{uuid.uuid4().hex}"
-        self.episodes[key] = EpisodeTrace(self.renderer, self.version)
+        self.episodes[key] = EpisodeTrace(self.renderer, self.version, self.limits.tool_call_format)
         self.batcher.open(key)
         if generator is not None:
             self.generators[key] = generator
@@ -127,7 +127,7 @@ class ChatEndpoint:
                                 "episode's key stops working when its episode ends).", None, "invalid_api_key",
                            "authentication_error")
         if trace is None:
-            trace = EpisodeTrace(self.renderer, self.version)  # standalone: rendered the same way, not kept
+            trace = EpisodeTrace(self.renderer, self.version, self.limits.tool_call_format)  # standalone: rendered the same way, not kept
         try:
             call = trace.begin(request.messages, request.tools)
         except Exception as e:  # a template that cannot render these messages
@@ -144,7 +144,8 @@ class ChatEndpoint:
                            None, "timeout", "server_error") from None
         except Exception as e:
             raise APIError(500, f"The engine failed: {type(e).__name__}: {e}", None, None, "server_error") from None
-        replies = [assistant_message(c.text, bool(request.tools), request.params.stop) for c in completions]
+        replies = [assistant_message(c.text, request.tools, request.params.stop, self.limits.tool_call_format)
+                   for c in completions]
         trace.answered(call, completions, replies)
         self.calls += 1
         self.call_s += time.perf_counter() - t0

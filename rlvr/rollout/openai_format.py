@@ -2,12 +2,17 @@
 chat template with their tools, sampled completions answered as choices with `tool_calls` and `logprobs`
 (a streamed call, `stream: true`, gets the whole completion as server-sent events).
 
-Tools: the request's `tools` go to the template (`apply_chat_template(tools=...)`) when it renders them; a template
-without tools (SmolLM2's, ChatML) gets them in the system message in the Hermes format, and the model calls a tool
-by writing `<tool_call>{"name": ..., "arguments": {...}}</tool_call>` (rlvr.envs.tools' `json` call format, what
-Qwen2.5 and Hermes templates teach). Those blocks are parsed into OpenAI `tool_calls`; an assistant message with
-`tool_calls` that comes back in the history is written the same way for a template without them. A block that is
-not valid JSON stays in the content as text (the agent sees what the model wrote).
+Tools, in the call format the endpoint serves (`Limits.tool_call_format`, rlvr.envs.tools' two formats):
+- `json` (the default): the request's `tools` go to the template (`apply_chat_template(tools=...)`) when it renders
+  them; a template without tools (SmolLM2's, ChatML) gets them in the system message in the Hermes format, and the
+  model calls a tool by writing `<tool_call>{"name": ..., "arguments": {...}}</tool_call>` (what Qwen2.5 and Hermes
+  templates teach). A block that is not valid JSON stays in the content as text (the agent sees what the model
+  wrote).
+- `tags`: `<name>argument</name>` for tools of one parameter (`<calculator>12*34</calculator>`), for small models
+  that no template taught to call tools; the tools are not described to the model (the agent's prompt teaches the
+  format, as for the `tools` environment's `call_format: tags`), and a tool of more than one parameter is refused.
+Calls are parsed into OpenAI `tool_calls`; an assistant message with `tool_calls` that comes back in the history is
+written back in the same format for a template without them.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from rlvr.envs.tools import parse_tool_calls
+from rlvr.envs.tools import CallFormat, parse_tool_calls
 from rlvr.rollout.base import Completion, SamplingParams
 
 # Request fields the endpoint honours; any other field set to a value other than its default is refused.
@@ -59,6 +64,7 @@ class Limits:
     greedy: bool = False  # every call decodes greedily (an evaluation's greedy pass)
     return_entropy: bool = False  # the run needs each sampled token's entropy
     max_n: int = 16
+    tool_call_format: CallFormat = "json"  # how the model writes a tool call (the module's docstring)
 
 
 @dataclass
@@ -149,6 +155,12 @@ def parse_request(body: Any, limits: Limits) -> ChatRequest:
                                               and isinstance(t.get("function"), dict) for t in tools):
         raise APIError(400, "'tools' must be a list of {'type': 'function', 'function': {name, description, "
                             "parameters}}.", "tools")
+    if limits.tool_call_format == "tags":
+        for t in tools:
+            if len(tag_parameters(t)) != 1:
+                raise APIError(400, f"Tool {t['function'].get('name')!r} takes {len(tag_parameters(t))} parameters; "
+                                    "this endpoint serves tool calls as <name>argument</name> tags "
+                                    "(tool_call_format: tags), which carry exactly one.", "tools")
     if body.get("tool_choice") not in (None, "auto", "none") and not (body["tool_choice"] == "required" and tools):
         raise APIError(400, f"'tool_choice'={body['tool_choice']!r} is not supported (auto or none: the model "
                             "decides).", "tool_choice", "unsupported_value")
@@ -170,10 +182,23 @@ def parse_request(body: Any, limits: Limits) -> ChatRequest:
                        bool(body.get("logprobs")), _number(body, "seed", int, 0, 2**63 - 1, None))
 
 
-def template_messages(messages: list[dict[str, Any]], tools: list[dict[str, Any]], template: str
-                      ) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
+def tag_parameters(tool: dict[str, Any]) -> list[str]:
+    """The parameter names of an OpenAI tool definition, in order."""
+    return list(((tool.get("function") or {}).get("parameters") or {}).get("properties") or {})
+
+
+class _TagTool:
+    """What rlvr.envs.tools' tags parser needs of a tool: its parameters."""
+
+    def __init__(self, tool: dict[str, Any]):
+        self.parameters = tag_parameters(tool)
+
+
+def template_messages(messages: list[dict[str, Any]], tools: list[dict[str, Any]], template: str,
+                      call_format: CallFormat = "json") -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
     """The messages and tools as the chat template takes them: for a template that does not render tools (or tool
-    calls), the tools go into the system message in the Hermes format and the calls into the assistant's text."""
+    calls), the calls go into the assistant's text in `call_format` and, for `json`, the tools into the system message
+    in the Hermes format."""
     native_tools, native_calls = "tools" in template, "tool_calls" in template
     out = []
     for m in messages:
@@ -182,10 +207,13 @@ def template_messages(messages: list[dict[str, Any]], tools: list[dict[str, Any]
         if calls and native_calls:
             m["tool_calls"] = [{"type": "function", "function": c} for c in calls]
         elif calls:
-            m["content"] = (m["content"] + "\n" if m["content"] else "") + "\n".join(tool_call_text(c) for c in calls)
+            m["content"] = (m["content"] + "\n" if m["content"] else "") + \
+                "\n".join(tool_call_text(c, call_format) for c in calls)
         out.append(m)
     if not tools or native_tools:
         return out, tools or None
+    if call_format == "tags":
+        return out, None
     described = HERMES_TOOLS.format(tools="\n".join(json.dumps(t, ensure_ascii=False) for t in tools))
     if out and out[0]["role"] == "system":
         out[0] = {**out[0], "content": f"{out[0]['content']}\n\n{described}"}
@@ -194,23 +222,28 @@ def template_messages(messages: list[dict[str, Any]], tools: list[dict[str, Any]
     return out, None
 
 
-def tool_call_text(call: dict[str, Any]) -> str:
-    """A tool call as the model writes it (the Hermes `<tool_call>` block)."""
+def tool_call_text(call: dict[str, Any], call_format: CallFormat = "json") -> str:
+    """A tool call as the model writes it: the Hermes `<tool_call>` block, or `<name>argument</name>`."""
+    if call_format == "tags":
+        return "".join(f"<{call['name']}>{value}</{call['name']}>" for value in call["arguments"].values())
     return f"<tool_call>\n{json.dumps({'name': call['name'], 'arguments': call['arguments']}, ensure_ascii=False)}" \
            "\n</tool_call>"
 
 
-def assistant_message(text: str, with_tools: bool, stop: list[str]) -> dict[str, Any]:
+def assistant_message(text: str, tools: list[dict[str, Any]], stop: list[str], call_format: CallFormat = "json"
+                      ) -> dict[str, Any]:
     """The assistant message of a sampled completion: its text (up to a stop string, which OpenAI leaves out) and,
-    when the request offered tools, the tool calls it wrote (read before the stop string is cut, so `stop:
-    ["</tool_call>"]` ends a turn at its call)."""
-    calls = [c for c in parse_tool_calls(text, {}, "json") if c.error is None] if with_tools else []
+    when the request offered `tools`, the tool calls it wrote in `call_format` (read before the stop string is cut,
+    so `stop: ["</tool_call>"]` or `["</calculator>"]` ends a turn at its call)."""
+    specs = {t["function"]["name"]: _TagTool(t) for t in tools} if call_format == "tags" else {}
+    calls = [c for c in parse_tool_calls(text, specs, call_format) if c.error is None] if tools else []
+    start = min(text.index("<tool_call>" if call_format == "json" else f"<{c.name}>") for c in calls) if calls else 0
     for s in stop:
         if s in text:
             text = text[: text.index(s)]
     if not calls:
         return {"role": "assistant", "content": text}
-    content = text[: text.index("<tool_call>")].strip()
+    content = text[:start].strip()
     return {"role": "assistant", "content": content or None, "tool_calls": [
         {"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function",
          "function": {"name": c.name, "arguments": json.dumps(c.arguments, ensure_ascii=False)}} for c in calls]}
