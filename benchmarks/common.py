@@ -75,9 +75,10 @@ def run_minutes(result: dict) -> str:
 def time_figures(run_dir: Path) -> dict[str, float]:
     """Where a run's training steps spent their time, as means over the steps logged without an evaluation:
     seconds per step, the environment's share of it (perf/env_s), and for runs whose episodes call the model through
-    the OpenAI-compatible endpoint (agent programs, verifiers) the milliseconds per call (engine included), the
-    calls per engine batch, and the share of generation time spent in the endpoint beyond the engine
-    (calls x ms per call - engine seconds, over perf/gen_s)."""
+    the OpenAI-compatible endpoint (agent programs, verifiers) the latency of a call (ms, the engine and the wait for
+    its batch included), the calls per engine batch, and the share of the generation phase's wall time outside the
+    engine's calls ((perf/gen_s - endpoint/engine_s) / perf/gen_s: the agents' own code, the harness, HTTP, the call
+    batcher's waits)."""
     from rlvr.tracking.jsonl import read_jsonl
 
     rows = [r for r in read_jsonl(run_dir / "metrics.jsonl") if "perf/step_s" in r and "eval/accuracy" not in r]
@@ -89,8 +90,8 @@ def time_figures(run_dir: Path) -> dict[str, float]:
     if called:
         out |= {"call_ms": mean(r["endpoint/call_ms_mean"] for r in called),
                 "calls_per_batch": mean(r["endpoint/batch_calls_mean"] for r in called),
-                "beyond_engine_share": mean(max(0.0, r["endpoint/calls"] * r["endpoint/call_ms_mean"] / 1000
-                                                - r["endpoint/engine_s"]) / r["perf/gen_s"] for r in called)}
+                "outside_engine_share": mean(max(0.0, r["perf/gen_s"] - r["endpoint/engine_s"]) / r["perf/gen_s"]
+                                             for r in called)}
     return out
 
 

@@ -11,7 +11,7 @@ episode whose calls were all well formed: `agent_with_call_reward`). `train` run
 evaluation step, the held-out greedy episodes' exact accuracy (benchmarks/real_model.py's exact check on the last
 assistant turn, apart from the reward) as mean ± sd over seeds for the agent arm and the native arm of the same
 name, and the agent runs' time figures from metrics.jsonl (benchmarks.common.time_figures: ms per call, calls per
-engine batch, the share of generation time in the endpoint beyond the engine, seconds per step). The endpoint's
+engine batch, the share of generation wall time outside the engine, seconds per step). The endpoint's
 overhead against a direct engine call on the same prompts: benchmarks/endpoint_overhead.py.
 """
 
@@ -93,9 +93,9 @@ def summary(args) -> None:
     for run_dir in sorted(mine.glob("seed[0-9]")):
         figures = time_figures(run_dir)
         if "call_ms" in figures:
-            print(f"{run_dir.name}: {figures['call_ms']:.0f} ms per call (engine included), "
+            print(f"{run_dir.name}: {figures['call_ms']:.0f} ms per call (latency: the engine and the wait for its batch), "
                   f"{figures['calls_per_batch']:.1f} calls per engine batch, "
-                  f"{100 * figures['beyond_engine_share']:.1f}% of generation time in the endpoint beyond the engine, "
+                  f"{100 * figures['outside_engine_share']:.1f}% of generation wall time outside the engine, "
                   f"{figures['step_s']:.1f} s per training step")
     if args.plot:
         plot({f"agent program (OpenAI client, tools), {args.arm}": mine,

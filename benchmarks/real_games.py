@@ -361,8 +361,8 @@ def compare(args) -> None:
     pct = lambda v: f"{100 * v:.2f}%"  # noqa: E731
     print(f"{args.game}, {args.credit} credit; base -> end, end being the mean of the last two held-out evaluations\n")
     print("| environment | seeds | success, sampled | success, greedy | greedy games the exact check disputes | "
-          "s per training step | environment's share of a step | endpoint ms per call | calls per engine batch | "
-          "endpoint beyond the engine, share of generation | minutes |")
+          "s per training step | environment's share of a step | latency of a model call (ms) | calls per engine batch | "
+          "generation outside the engine | minutes |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for label, runs in by_label.items():
         seeds = ", ".join(str(r["seed"]) for r in runs)
@@ -374,7 +374,7 @@ def compare(args) -> None:
                   mean_sd([t.get("env_share") for t in times], pct),
                   mean_sd([t.get("call_ms") for t in times], lambda v: f"{v:.0f}"),
                   mean_sd([t.get("calls_per_batch") for t in times], lambda v: f"{v:.1f}"),
-                  mean_sd([t.get("beyond_engine_share") for t in times], pct),
+                  mean_sd([t.get("outside_engine_share") for t in times], pct),
                   mean_sd([r["wall_seconds"] / 60 for r in runs], lambda v: f"{v:.0f}")]
         print(f"| {label} | {seeds} | " + " | ".join(cells) + " |")
         for r in runs:
