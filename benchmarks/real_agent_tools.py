@@ -90,6 +90,10 @@ def summary(args) -> None:
     print(f"arm {args.arm}\n\n| step | agent program (exact) | native tools env (exact) |\n|---|---|---|")
     for step in sorted(set(agent) | set(native)):
         print(f"| {step} | {mean_sd(agent.get(step, []), pct)} | {mean_sd(native.get(step, []), pct)} |")
+    for name, points in seed_curves(mine).items():
+        finished = (mine / f"{name}.json").is_file()
+        print(f"{name}{'' if finished else ' (not finished)'}: " + " / ".join(f"{pct(v)}" for _, v in points) +
+              " (steps " + ", ".join(str(step) for step, _ in points) + ")")
     for run_dir in sorted(mine.glob("seed[0-9]")):
         figures = time_figures(run_dir)
         if "call_ms" in figures:
