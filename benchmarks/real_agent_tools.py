@@ -46,10 +46,11 @@ def train(args) -> None:
         (out / f"seed{seed}.json").write_text(json.dumps(result, indent=1))
 
 
-def seed_curves(arm_dir: Path) -> dict[str, list[tuple[int, float]]]:
-    """Seed -> its (step, held-out exact accuracy) points."""
+def seed_curves(arm_dir: Path, finished_only: bool = True) -> dict[str, list[tuple[int, float]]]:
+    """Seed -> its (step, held-out exact accuracy) points; only the seeds that finished (seedN.json) unless told."""
     return {run_dir.name: [(p["step"], p["exact"]) for p in eval_curve(run_dir)]
-            for run_dir in sorted(arm_dir.glob("seed[0-9]"))}
+            for run_dir in sorted(arm_dir.glob("seed[0-9]"))
+            if not finished_only or run_dir.with_suffix(".json").is_file()}
 
 
 def plot(arms: dict[str, Path], path: Path) -> None:
@@ -75,11 +76,11 @@ def plot(arms: dict[str, Path], path: Path) -> None:
 
 
 def curves(arm_dir: Path) -> dict[int, list[float]]:
-    """Step -> the seeds' held-out exact accuracy."""
+    """Step -> the finished seeds' held-out exact accuracy."""
     by_step: dict[int, list[float]] = {}
-    for run_dir in sorted(arm_dir.glob("seed[0-9]")):
-        for point in eval_curve(run_dir):
-            by_step.setdefault(point["step"], []).append(point["exact"])
+    for points in seed_curves(arm_dir).values():
+        for step, exact in points:
+            by_step.setdefault(step, []).append(exact)
     return by_step
 
 
@@ -90,7 +91,7 @@ def summary(args) -> None:
     print(f"arm {args.arm}\n\n| step | agent program (exact) | native tools env (exact) |\n|---|---|---|")
     for step in sorted(set(agent) | set(native)):
         print(f"| {step} | {mean_sd(agent.get(step, []), pct)} | {mean_sd(native.get(step, []), pct)} |")
-    for name, points in seed_curves(mine).items():
+    for name, points in seed_curves(mine, finished_only=False).items():
         finished = (mine / f"{name}.json").is_file()
         print(f"{name}{'' if finished else ' (not finished)'}: " + " / ".join(f"{pct(v)}" for _, v in points) +
               " (steps " + ", ".join(str(step) for step, _ in points) + ")")
