@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rlvr.envs.base import ENVIRONMENTS, ChatModels
+from rlvr.envs.tools import check_call_format
 from rlvr.errors import ConfigError, RlvrError
 from rlvr.tasks.base import Problem, Task
 
@@ -55,9 +56,7 @@ class AgentProgram:
         if function is None:
             raise ConfigError("Environment 'agent' needs data.tasks[].env.args.function: the agent program, "
                               "'package.module:function' or 'path/file.py:function', called as agent(client, row).")
-        if tool_call_format not in ("json", "tags"):
-            raise ConfigError(f"data.tasks[].env.args.tool_call_format must be 'json' or 'tags', got "
-                              f"{tool_call_format!r}.")
+        check_call_format(tool_call_format, "data.tasks[].env.args.tool_call_format")
         if not (episode_timeout_s > 0 and call_timeout_s > 0):
             raise ConfigError("data.tasks[].env.args.episode_timeout_s and call_timeout_s must be positive seconds.")
         self.problem, self.task = problem, task

@@ -21,7 +21,7 @@ import re
 
 from rlvr.envs.base import ENVIRONMENTS, Environment, EnvStep, Outcome, verify
 from rlvr.envs.retrieval import DEFAULT_B, DEFAULT_K1, BM25Index, Hit, open_index
-from rlvr.envs.tools import CallFormat, Tool, ToolCall, parse_tool_calls, run_tool_call
+from rlvr.envs.tools import CallFormat, Tool, ToolCall, check_call_format, parse_tool_calls, run_tool_call
 from rlvr.errors import ConfigError
 from rlvr.tasks.base import Problem, Task
 
@@ -85,9 +85,7 @@ class SearchEnvironment(Environment):
         if not corpus:
             raise ConfigError("The search environment needs data.tasks[].env.args.corpus: a .jsonl or .parquet file "
                               "of passages with id, title, text.")
-        if call_format not in ("tags", "json"):
-            raise ConfigError(f"data.tasks[].env.args.call_format must be 'tags' (Search-R1's <search>) or 'json' "
-                              f"(<tool_call>), got {call_format!r}")
+        check_call_format(call_format, "data.tasks[].env.args.call_format")
         if k < 1 or max_passage_chars < 1 or max_query_chars < 1:
             raise ConfigError("data.tasks[].env.args: k, max_passage_chars and max_query_chars must be at least 1.")
         self.searcher = Searcher(open_index(corpus, index_dir, k1, b), k, max_passage_chars, max_query_chars)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from rlvr.envs.base import ENVIRONMENTS, Environment, EnvStep, Outcome, verify
 from rlvr.envs.python_tool import PythonSession
-from rlvr.envs.tools import CallFormat, Tool, calculator, parse_tool_calls, run_tool_call
+from rlvr.envs.tools import CallFormat, Tool, calculator, check_call_format, parse_tool_calls, run_tool_call
 from rlvr.errors import ConfigError
 from rlvr.sandbox import isolation_level
 from rlvr.tasks.base import Problem, Task
@@ -45,8 +45,7 @@ class ToolEnvironment(Environment):
     def __init__(self, problem: Problem, task: Task, tools: list[str] = ("calculator",), call_format: CallFormat = "json",
                  timeout_s: float = 10.0):
         super().__init__(problem, task)
-        if call_format not in ("json", "tags"):
-            raise ConfigError(f"call_format must be 'json' or 'tags', got {call_format!r}")
+        check_call_format(call_format, "data.tasks[].env.args.call_format")
         self.tools = make_tools(list(tools), timeout_s)
         self.by_name = {t.name: t for t in self.tools}
         self.call_format = call_format

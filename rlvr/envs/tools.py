@@ -28,6 +28,13 @@ CallFormat = Literal["json", "tags"]
 JSON_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 
 
+def check_call_format(value: str, field: str) -> None:
+    """A ConfigError naming `field` unless `value` is one of the two call formats."""
+    if value not in ("json", "tags"):
+        raise ConfigError(f"{field} must be 'json' or 'tags' (<tool_call>{{...}}</tool_call> or <name>argument</name>), "
+                          f"got {value!r}.")
+
+
 @dataclass
 class ToolCall:
     name: str

@@ -127,7 +127,8 @@ class ChatEndpoint:
                                 "episode's key stops working when its episode ends).", None, "invalid_api_key",
                            "authentication_error")
         if trace is None:
-            trace = EpisodeTrace(self.renderer, self.version, self.limits.tool_call_format)  # standalone: rendered the same way, not kept
+            # standalone: rendered the same way, not kept
+            trace = EpisodeTrace(self.renderer, self.version, self.limits.tool_call_format)
         try:
             call = trace.begin(request.messages, request.tools)
         except Exception as e:  # a template that cannot render these messages
