@@ -19,8 +19,14 @@ the teacher's own accuracy, and the reverse KL to the teacher on held-out prompt
 per sampled token, the student's samples drawn alike for every arm) of the start and of each arm's final model.
 Accuracy at equal wall time is read from each arm's curve at the shortest arm's total seconds.
 
-    python benchmarks/distill.py --teacher runs/smollm2_addition [--seeds 0 1 2] [--steps 30] [--output runs/distill]
-    python benchmarks/distill.py --teacher DIR --steps 2 --eval-every 1 --eval-problems 10 --kl-prompts 4 \\
+    python -m benchmarks.distill --teacher runs/smollm2_addition [--seeds 0 1 2] [--steps 30] [--output runs/distill]
+    python -m benchmarks.distill --summary [--output runs/distill]   # the table and plot of every finished seed
+
+A stopped benchmark loses little: each arm's result is written when it finishes (OUTPUT/seedS/ARM/arm.json) and
+skipped when started again; an RL arm cut short resumes from its last checkpoint (one every --eval-every steps,
+exact), the SFT arm from its last finished segment. Seeds can run in parallel processes (one --seeds each); the
+summary reads every OUTPUT/seed*/result.json.
+    python -m benchmarks.distill --teacher DIR --steps 2 --eval-every 1 --eval-problems 10 --kl-prompts 4 \\
         --prompts-per-step 2 --samples 4 --max-new-tokens 48       # a smoke run: minutes on a CPU
 """
 
@@ -29,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import matplotlib
@@ -38,6 +45,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
+from benchmarks.common import has_checkpoints, mean_sd  # noqa: E402
 from rlvr.assembly import build_engine, build_tasks, load_saved_model  # noqa: E402
 from rlvr.config import RunConfig, load_config  # noqa: E402
 from rlvr.quickstart import evaluate_checkpoint  # noqa: E402
@@ -49,13 +57,14 @@ from rlvr.training.trainer import Trainer  # noqa: E402
 
 RECIPE = Path(__file__).resolve().parent.parent / "recipes" / "smollm2_addition.yaml"
 ARMS = ("rl", "sft", "distill", "mix")
+PERCENT = "{:.1f}%".format
 
 
 def base_overrides(args, seed: int, out: Path) -> list[str]:
     return [f"seed={seed}", f"steps={args.steps}", f"data.prompts_per_step={args.prompts_per_step}",
             f"rollout.samples_per_prompt={args.samples}", f"rollout.max_new_tokens={args.max_new_tokens}",
             f"eval.every_steps={args.eval_every}", f"eval.num_problems={args.eval_problems}", "eval.log_completions=0",
-            "checkpoint.every_steps=0", "checkpoint.keep_last=1", "tracking.console=false", "tracking.report=false",
+            f"checkpoint.every_steps={args.eval_every}", "checkpoint.keep_last=1", "tracking.console=false", "tracking.report=false",
             "tracking.log_completions_every=0", f"tracking.output_dir={out}"]
 
 
@@ -78,9 +87,22 @@ def curve(run_dir: Path) -> list[dict]:
 
 
 def rl_arm(cfg: RunConfig) -> tuple[list[dict], str]:
-    Trainer(cfg).fit()
+    """Train (or resume from its last checkpoint, exactly) one RL arm; (curve, final model)."""
     out = Path(cfg.tracking.output_dir)
+    Trainer(cfg, resume="auto" if has_checkpoints(out) else None).fit()
     return curve(out), str(list_checkpoints(out / "checkpoints")[-1])
+
+
+def finished_arm(out: Path, train: Callable[[], dict]) -> dict:
+    """An arm's result ({"curve", "final", ...}) from OUT/arm.json when it finished before, else `train()`'s, saved."""
+    path = out / "arm.json"
+    if path.is_file():
+        print(f"{out}: finished before, read from {path.name}", flush=True)
+        return json.loads(path.read_text())
+    result = train()
+    out.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=1))
+    return result
 
 
 def teacher_samples(cfg: RunConfig, teacher: str, prompts: int, path: Path) -> float:
@@ -102,27 +124,37 @@ def teacher_samples(cfg: RunConfig, teacher: str, prompts: int, path: Path) -> f
     return time.perf_counter() - t
 
 
-def sft_arm(args, cfg: RunConfig, teacher: str, out: Path, base: list[str]) -> tuple[list[dict], str, float]:
-    """SFT on teacher samples in segments of eval_every steps, each evaluated; (curve, final model, sampling s)."""
+def sft_arm(args, cfg: RunConfig, teacher: str, out: Path, base: list[str]) -> dict:
+    """SFT on teacher samples in segments of eval_every steps, each evaluated; a segment that finished before (its
+    point in OUT/points.jsonl) is not trained again. {"curve", "final", "teacher_sampling_s"}."""
     out.mkdir(parents=True, exist_ok=True)
     per_step = args.prompts_per_step * args.samples
-    sampling_s = teacher_samples(cfg, teacher, args.steps * args.prompts_per_step, out / "teacher_samples.jsonl")
-    rows = (out / "teacher_samples.jsonl").read_text().splitlines()
-    model, seconds = cfg.model.name, 0.0
-    points = [{"step": 0, "seconds": 0.0, "accuracy": evaluate_checkpoint(cfg, model, args.eval_problems)}]
-    for first in range(0, args.steps, args.eval_every):
+    samples, sampling = out / "teacher_samples.jsonl", out / "teacher_sampling.json"
+    if not sampling.is_file():
+        sampling.write_text(json.dumps({"seconds": teacher_samples(cfg, teacher, args.steps * args.prompts_per_step,
+                                                                   samples)}))
+    rows = samples.read_text().splitlines()
+    points_file = out / "points.jsonl"
+    points = [json.loads(line) for line in points_file.read_text().splitlines()] if points_file.is_file() else []
+    if not points:
+        points = [{"step": 0, "seconds": 0.0, "accuracy": evaluate_checkpoint(cfg, cfg.model.name, args.eval_problems),
+                   "model": cfg.model.name}]
+        points_file.write_text(json.dumps(points[0]) + "\n")
+    for first in range(points[-1]["step"], args.steps, args.eval_every):
         steps = min(args.eval_every, args.steps - first)
         segment = out / f"segment-{first + steps:04d}.jsonl"
         segment.write_text("\n".join(rows[first * per_step : (first + steps) * per_step]) + "\n")
-        seg_cfg = load_config(RECIPE, [*base, f"model.name={model}", f"sft.data_file={segment}", "sft.epochs=1",
-                                       f"sft.batch_size={per_step}", f"sft.lr={cfg.optim.lr}",
+        seg_cfg = load_config(RECIPE, [*base, f"model.name={points[-1]['model']}", f"sft.data_file={segment}",
+                                       "sft.epochs=1", f"sft.batch_size={per_step}", f"sft.lr={cfg.optim.lr}",
                                        f"sft.output_dir={out / f'step-{first + steps:04d}'}"])
         t = time.perf_counter()
         model = str(run_sft(seg_cfg))
-        seconds += time.perf_counter() - t
-        points.append({"step": first + steps, "seconds": round(seconds, 1),
-                       "accuracy": evaluate_checkpoint(cfg, model, args.eval_problems)})
-    return points, model, sampling_s
+        points.append({"step": first + steps, "seconds": round(points[-1]["seconds"] + time.perf_counter() - t, 1),
+                       "accuracy": evaluate_checkpoint(cfg, model, args.eval_problems), "model": model})
+        with points_file.open("a") as f:
+            f.write(json.dumps(points[-1]) + "\n")
+    return {"curve": [{k: p[k] for k in ("step", "seconds", "accuracy")} for p in points],
+            "final": points[-1]["model"], "teacher_sampling_s": round(json.loads(sampling.read_text())["seconds"], 1)}
 
 
 def reverse_kl_of(cfg: RunConfig, student_dir: str, teacher_model, prompts: list, args) -> float:
@@ -140,12 +172,13 @@ def one_seed(args, seed: int) -> dict:
     result = {"seed": seed, "teacher": teacher, "curves": {}, "final_model": {}}
     for arm in args.arms:
         if arm == "sft":
-            points, final, sampling_s = sft_arm(args, cfg, teacher, out / "sft", base)
-            result["sft_teacher_sampling_s"] = round(sampling_s, 1)
+            arm_result = finished_arm(out / "sft", lambda: sft_arm(args, cfg, teacher, out / "sft", base))
+            result["sft_teacher_sampling_s"] = arm_result["teacher_sampling_s"]
         else:
-            points, final = rl_arm(load_config(RECIPE, [*base_overrides(args, seed, out / arm),
-                                                        *arm_overrides(arm, teacher, args.mix_weight)]))
-        result["curves"][arm], result["final_model"][arm] = points, final
+            arm_cfg = load_config(RECIPE, [*base_overrides(args, seed, out / arm),
+                                           *arm_overrides(arm, teacher, args.mix_weight)])
+            arm_result = finished_arm(out / arm, lambda c=arm_cfg: dict(zip(("curve", "final"), rl_arm(c))))
+        result["curves"][arm], result["final_model"][arm] = arm_result["curve"], arm_result["final"]
     result["teacher_accuracy"] = evaluate_checkpoint(cfg, teacher, args.eval_problems)
     _, teacher_model, encode = load_saved_model(cfg, teacher)
     task = build_tasks(cfg)[0]
@@ -184,9 +217,51 @@ def plot(results: list[dict], path: Path) -> None:
     plt.close(fig)
 
 
+def steps_to_teacher(points: list[dict], teacher: float) -> int | None:
+    """The first evaluated step whose held-out accuracy reaches the teacher's (None: not within the run)."""
+    return next((p["step"] for p in points if p["accuracy"] >= teacher), None)
+
+
+def print_summary(results: list[dict]) -> None:
+    """Per seed: each arm's held-out accuracy at every evaluation, its training seconds, its accuracy at the shortest
+    arm's seconds, the first step at the teacher's accuracy and its reverse KL to the teacher; then means ± sd over
+    the seeds (the count shown)."""
+    arms = list(results[0]["curves"])
+    steps = [p["step"] for p in results[0]["curves"][arms[0]]]
+    table = Table(title="On-policy distillation vs baselines: held-out greedy exact accuracy")
+    for col in ("seed", "arm", *(f"step {s}" for s in steps), "train s", "at equal time", "steps to teacher",
+                "reverse KL"):
+        table.add_column(col)
+    rows: dict[str, list[dict]] = {arm: [] for arm in (*arms, "teacher")}
+    for r in results:
+        budget = min(points[-1]["seconds"] for points in r["curves"].values())
+        for arm, points in r["curves"].items():
+            row = {"acc": [p["accuracy"] for p in points], "s": points[-1]["seconds"],
+                   "equal": at_seconds(points, budget)["accuracy"], "kl": r["reverse_kl"][arm],
+                   "to_teacher": steps_to_teacher(points, r["teacher_accuracy"])}
+            rows[arm].append(row)
+            table.add_row(str(r["seed"]), arm, *(f"{100 * a:.0f}%" for a in row["acc"]), f"{row['s']:.0f}",
+                          f"{100 * row['equal']:.0f}% ({budget:.0f} s)", str(row["to_teacher"] or "-"),
+                          f"{row['kl']:.3f}")
+        rows["teacher"].append({"acc": r["teacher_accuracy"]})
+        table.add_row(str(r["seed"]), "teacher", f"{100 * r['teacher_accuracy']:.0f}%", *[""] * (len(steps) + 2), "0")
+    n = len(results)
+    for arm in arms:
+        acc = [[100 * row["acc"][i] for row in rows[arm]] for i in range(len(steps))]
+        reached = [row["to_teacher"] for row in rows[arm] if row["to_teacher"] is not None]
+        table.add_row(f"mean ± sd ({n})", arm, *(mean_sd(a, PERCENT) for a in acc),
+                      mean_sd([row["s"] for row in rows[arm]], "{:.0f}".format),
+                      mean_sd([100 * row["equal"] for row in rows[arm]], PERCENT), f"{len(reached)} of {n} seeds",
+                      mean_sd([row["kl"] for row in rows[arm]], "{:.3f}".format))
+    table.add_row(f"mean ± sd ({n})", "teacher", mean_sd([100 * row["acc"] for row in rows["teacher"]], PERCENT),
+                  *[""] * (len(steps) + 2), "0")
+    Console(width=200).print(table)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--teacher", required=True, help="the teacher: a model directory or a run's output directory")
+    parser.add_argument("--teacher", help="the teacher: a model directory or a run's output directory")
+    parser.add_argument("--summary", action="store_true", help="only the table and plot of every finished seed")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--arms", nargs="+", choices=ARMS, default=list(ARMS))
     parser.add_argument("--steps", type=int, default=30)
@@ -198,24 +273,21 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=96)
     parser.add_argument("--mix-weight", type=float, default=0.5)
     parser.add_argument("--output", default="runs/distill")
+    parser.add_argument("--plot", help="where the plot goes (default OUTPUT/distill.png)")
     args = parser.parse_args()
-    results = [one_seed(args, s) for s in args.seeds]
-    table = Table(title=f"Held-out greedy accuracy after {args.steps} steps, and at equal wall time")
-    for col in ("seed", "arm", "accuracy (equal steps)", "train s", "accuracy (equal time)", "reverse KL to teacher"):
-        table.add_column(col)
-    for r in results:
-        budget = min(points[-1]["seconds"] for points in r["curves"].values())
-        table.add_row(str(r["seed"]), "start", f"{100 * r['curves'][args.arms[0]][0]['accuracy']:.1f}%", "", "",
-                      f"{r['reverse_kl']['start']:.3f}")
-        for arm, points in r["curves"].items():
-            table.add_row("", arm, f"{100 * points[-1]['accuracy']:.1f}%", f"{points[-1]['seconds']:.0f}",
-                          f"{100 * at_seconds(points, budget)['accuracy']:.1f}% ({budget:.0f} s)",
-                          f"{r['reverse_kl'][arm]:.3f}")
-        table.add_row("", "teacher", f"{100 * r['teacher_accuracy']:.1f}%", "", "", "0")
-    Console().print(table)
-    plot(results, Path(args.output) / "distill.png")
-    print(f"plot: {Path(args.output) / 'distill.png'}")
-    print(json.dumps(results))
+    output = Path(args.output)
+    if args.summary:
+        results = [json.loads(p.read_text()) for p in sorted(output.glob("seed*/result.json"))]
+        if not results:
+            parser.error(f"no finished seed under {output} (OUTPUT/seedS/result.json): run the benchmark first")
+    elif not args.teacher:
+        parser.error("--teacher is required to train (or --summary to read finished seeds)")
+    else:
+        results = [one_seed(args, s) for s in args.seeds]
+    print_summary(results)
+    path = Path(args.plot) if args.plot else output / "distill.png"
+    plot(results, path)
+    print(f"plot: {path}")
 
 
 if __name__ == "__main__":
