@@ -102,7 +102,7 @@ def _process_state(pid: int) -> str:
     """What the kernel says a process is doing (its state and what it waits in), for a failure's message."""
     try:
         status = Path(f"/proc/{pid}/status").read_text().splitlines()
-        return "; ".join([*(line for line in status if line.startswith(("State", "SigIgn", "SigCgt"))),
+        return "; ".join([*(line for line in status if line.startswith(("State", "SigBlk", "SigIgn", "SigCgt"))),
                           "wchan " + Path(f"/proc/{pid}/wchan").read_text()])
     except OSError as e:
         return f"unknown ({e})"
@@ -223,3 +223,22 @@ def test_a_repeat_within_the_window_is_the_same_request_and_a_later_signal_abort
     assert signal.getsignal(signal.SIGINT) == before  # the handler the process had is back
     with stop.cancellation.abandonable():
         stop.cancellation.check("rewards")  # restored: no stop request left
+
+
+def test_a_sigint_blocked_by_the_launching_process_still_reaches_the_handler():
+    # A mask is inherited across fork and exec, and by every thread: a launcher that blocks SIGINT would leave Ctrl-C
+    # pending unseen in a process whose threads all block it.
+    script = """
+import os, signal, time
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+from rlvr.cancellation import Cancellation
+from rlvr.training.interrupts import StopRequests
+stop = StopRequests(Cancellation()).install()
+os.kill(os.getpid(), signal.SIGINT)
+time.sleep(0.1)
+stop.restore()
+print(stop.signum == signal.SIGINT, signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, set()))
+"""
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=_env(), capture_output=True, text=True,
+                          timeout=120)
+    assert done.stdout.split() == ["True", "True"], done.stderr  # handled; the launcher's mask back after restore

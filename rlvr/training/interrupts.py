@@ -74,6 +74,7 @@ class StopRequests:
         self._clock = clock
         self._first_at = 0.0
         self._previous: dict[int, object] = {}
+        self._blocked: set[int] = set()
 
     def _handle(self, signum: int, frame) -> None:
         if self.signum is not None:
@@ -91,13 +92,18 @@ class StopRequests:
         return all_reduce_sum(float(self.signum is not None)) > 0
 
     def install(self) -> StopRequests:
+        """Handle SIGINT and SIGTERM from here on; a mask inherited from the launching process that blocks them (a
+        blocked signal waits unseen) is lifted for the main thread."""
         if threading.current_thread() is threading.main_thread():
             self._previous = {s: signal.signal(s, self._handle) for s in SIGNALS}
+            self._blocked = signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS) & set(SIGNALS)
         return self
 
     def restore(self) -> None:
-        """Put the handlers found at install() back."""
+        """Put the handlers and the mask found at install() back."""
         for s, handler in self._previous.items():
             signal.signal(s, handler)
-        self._previous = {}
+        if self._blocked:
+            signal.pthread_sigmask(signal.SIG_BLOCK, self._blocked)
+        self._previous, self._blocked = {}, set()
         self.cancellation.clear()
