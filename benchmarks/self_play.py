@@ -89,16 +89,21 @@ def program_value(program: str, arguments: str):
 NO_ANSWER = object()  # a reply that states no value in the asked form
 
 
-def reply_value(reply: str):
+def reply_value(reply: str, anywhere: bool = False):
     """The value a reply states in the form the prompt asks for, "a line `Output: <the value>`", read apart from
     rlvr's verifier and stricter than it: the last line that, backticks and spaces aside, begins with 'Output:'; its
     rest as a Python literal, else as the text (a string written without quotes). NO_ANSWER when no line has that
     form (the verifier also takes 'output:' inside a sentence, a ```output block, the last fenced block or the whole
-    reply: tests/test_agent_benchmark_checks.py lists where the two part)."""
+    reply: tests/test_agent_benchmark_checks.py lists where the two part).
+
+    `anywhere`: the value after the reply's last 'Output:' wherever it stands in its line (inside a sentence, a code
+    comment such as `print(f(2))  # Output: 4`), the rest of that line read as above: the verifier's reading of a
+    value inside a sentence, checked apart from its code."""
     for line in reversed(reply.splitlines()):
         line = line.strip().strip("`").strip()
-        if line[:7].lower() == "output:":
-            text = line[7:].strip().strip("`").strip()
+        at = line.lower().rfind("output:") if anywhere else (0 if line[:7].lower() == "output:" else -1)
+        if at >= 0:
+            text = line[at + 7 :].strip().strip("`").strip()
             try:
                 return ast.literal_eval(text)
             except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
@@ -106,10 +111,10 @@ def reply_value(reply: str):
     return NO_ANSWER
 
 
-def exact_correct(reply: str, expected) -> bool:
+def exact_correct(reply: str, expected, anywhere: bool = False) -> bool:
     """The reply states `expected` (a bool only as a bool, a number as any equal number, else equal and of its
-    type)."""
-    got = reply_value(reply)
+    type); `anywhere` as in `reply_value`."""
+    got = reply_value(reply, anywhere)
     if isinstance(got, bool) or isinstance(expected, bool):
         return type(got) is type(expected) and got == expected
     if isinstance(got, (int, float)) and isinstance(expected, (int, float)):
@@ -136,16 +141,20 @@ def azr_figures(run: Path) -> dict:
     for row in read_jsonl(run / "eval_completions.jsonl"):
         if row["uid"] not in values:  # a question no longer held out (it asked about the seed program)
             continue
-        e = evals.setdefault(row["step"], {"n": 0, "verifier": 0, "exact": 0})
+        e = evals.setdefault(row["step"], {"n": 0, "verifier": 0, "exact": 0, "stated_anywhere": 0, "disputes": 0})
+        anywhere = exact_correct(row["completion"], values[row["uid"]], anywhere=True)
         e["n"] += 1
         e["verifier"] += bool(row["correct"])
         e["exact"] += exact_correct(row["completion"], values[row["uid"]])
+        e["stated_anywhere"] += anywhere
+        e["disputes"] += anywhere != bool(row["correct"])  # a question the two readings of a value in a line part on
     metrics = [r for r in read_jsonl(run / "metrics.jsonl") if r["step"] > 0]
 
     def per_step(key):
         return [(r["step"], r[key]) for r in metrics if isinstance(r.get(key), (int, float)) and r[key] == r[key]]
 
-    return {"eval": {s: {k: v / e["n"] if k != "n" else v for k, v in e.items()} for s, e in sorted(evals.items())},
+    return {"eval": {s: {k: v / e["n"] if k not in ("n", "disputes") else v for k, v in e.items()}
+                     for s, e in sorted(evals.items())},
             "valid": per_step("reward/verifier/valid"),
             "program_lines": per_step("task/azr/fresh_program_lines"),
             "fresh_solve_rate": per_step("task/azr/fresh_solve_rate"),
@@ -426,9 +435,13 @@ def summary(out: Path, plots: Path | None) -> None:
 
         print_table("Absolute Zero: held-out accuracy (114 questions, greedy), proposer's tasks (steps 1-10 -> the "
                     "last 10 steps)", [
-                        ("held-out, exact check", ".1%", lambda f: first_last(f["eval"], lambda e: e["exact"])),
+                        ("held-out, exact check (the asked line)", ".1%",
+                         lambda f: first_last(f["eval"], lambda e: e["exact"])),
+                        ("held-out, exact check (Output: anywhere)", ".1%",
+                         lambda f: first_last(f["eval"], lambda e: e.get("stated_anywhere"))),
                         ("held-out, run's verifier", ".1%", lambda f: first_last(f["eval"], lambda e: e["verifier"])),
-                        ("best exact", ".1%", lambda f: max(e["exact"] for e in f["eval"].values())),
+                        ("verifier and Output: anywhere disagree (questions, all evaluations)", ".0f",
+                         lambda f: sum(e.get("disputes", float("nan")) for e in f["eval"].values())),
                         ("valid proposals", ".1%", trend("valid")),
                         ("fresh program lines", ".1f", trend("program_lines")),
                         ("solver on fresh tasks", ".2f", trend("fresh_solve_rate")),
@@ -496,11 +509,20 @@ def plot_azr(runs: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from rlvr.evaluation import baselines as b
+
     fig, axes = plt.subplots(1, 4, figsize=(16, 3.6))
     for i, (seed, f) in enumerate(sorted(runs.items())):
         steps = sorted(f["eval"], key=int)
-        axes[0].plot([int(s) for s in steps], [100 * f["eval"][s]["exact"] for s in steps], marker="o", color=f"C{i}",
-                     label=f"seed {seed}")
+        axes[0].plot([int(s) for s in steps], [100 * f["eval"][s].get("stated_anywhere", f["eval"][s]["exact"])
+                                               for s in steps], marker="o", color=f"C{i}", label=f"seed {seed}")
+        axes[0].plot([int(s) for s in steps], [100 * f["eval"][s]["exact"] for s in steps], marker="x", ls=":",
+                     color=f"C{i}", label="the asked line only" if i == 0 else None)
+    rows = read_jsonl(HELDOUT)
+    best, hits, per_family = b.constant_solved(rows)
+    for value, name, style in ((per_family, "best constant per family", "--"),
+                               (hits, f"constant answer {best}", "-."), (b.echo_solved(rows), "echo the input", ":")):
+        axes[0].axhline(100 * value / len(rows), color="gray", ls=style, lw=1, label=name)
         for ax, key in zip(axes[1:], ("valid", "program_lines", "fresh_solve_rate")):
             points = f[key]
             if points:
@@ -508,13 +530,13 @@ def plot_azr(runs: dict, path: Path) -> None:
                 k = max(1, len(ys) // 8)
                 smooth = [mean(ys[max(0, j - k + 1): j + 1]) for j in range(len(ys))]
                 ax.plot(xs, smooth, color=f"C{i}", label=f"seed {seed}")
-    titles = ("held-out accuracy (%), exact check", "valid proposals (share, smoothed)",
+    titles = ("held-out accuracy (%), exact check (Output: anywhere)", "valid proposals (share, smoothed)",
               "lines of the fresh valid programs (smoothed)", "solver success on fresh tasks (smoothed)")
     for ax, title in zip(axes, titles):
         ax.set(xlabel="step", title=title)
         ax.title.set_fontsize(9)
         ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=8)
+    axes[0].legend(fontsize=7)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)

@@ -108,6 +108,21 @@ def test_absolute_zero_s_exact_check_refuses_what_only_the_lenient_verifier_read
         assert verifier_pays(reply, "26") and not exact_correct(reply, 26), reply
 
 
+def test_absolute_zero_s_anywhere_reading_agrees_with_the_verifier_on_a_value_inside_a_line():
+    """The second reading (`anywhere`): the last 'Output:' wherever it stands, as the verifier reads a value inside a
+    sentence or a code comment (the form SmolLM2 comes to write); still not a bare value or a ```output block."""
+    from benchmarks.self_play import exact_correct
+
+    inside = [("So the output: 26", "26", True), ("```python\nprint(f(23))  # Output: 26\n```", "26", True),
+              ("```python\nprint(f('a'))  # Output: aWorld\n```", "'aWorld'", True),
+              ("print(f(23))  # Output: 25", "26", False)]
+    for reply, expected, right in inside:
+        assert exact_correct(reply, ast.literal_eval(expected), anywhere=True) is right, reply
+        assert verifier_pays(reply, expected) is right, reply
+    for reply in ["26", "```\n26\n```", "```output\n26\n```"]:
+        assert not exact_correct(reply, 26, anywhere=True), reply
+
+
 def test_the_games_summary_reads_gigpo_s_step_groups_from_the_training_metrics(tmp_path, capsys):
     import json
 
