@@ -10,11 +10,12 @@ SmolLM2-135M-Instruct, each seed one `rlvr train` of a recipe, measured apart fr
 
 `azr` trains recipes/absolute_zero.yaml per seed. Held-out accuracy (114 program-output questions written apart from
 the proposer and disjoint from every program the solver trains on, greedy, every evaluation's completions logged; a
-run made before the 6 questions about the seed program were left out is read on the same 114) is read twice: the run's own verdicts, and an exact
-check written here: the program is run in a plain subprocess on its input (the held-out programs are ours) and the
-reply's last line `Output: <value>` (the form the prompt asks for; stricter than the verifier, which also reads a
-value inside a sentence, a fenced block or a bare reply) must be that value (ast.literal_eval, or the text for a
-string). The
+run made before the 6 questions about the seed program were left out is read on the same 114) is read three ways: the
+run's own verdicts, and two exact checks written here, sharing no code with the verifier: the program is run in a
+plain subprocess on its input (the held-out programs are ours) and the reply must state that value
+(ast.literal_eval, or the text for a string) on the asked line, its last line `Output: <value>` (stricter than the
+verifier, which also reads a value inside a sentence, a fenced block or a bare reply), or after its last `Output:`
+anywhere in a line (a code comment, a sentence); the questions where that reading and the verifier part are counted. The
 proposer's side comes from the run's metrics: per step, the share of valid proposals, the mean lines of the fresh
 valid programs, the solver's success on them and the learnability they earned.
 
@@ -518,11 +519,6 @@ def plot_azr(runs: dict, path: Path) -> None:
                                                for s in steps], marker="o", color=f"C{i}", label=f"seed {seed}")
         axes[0].plot([int(s) for s in steps], [100 * f["eval"][s]["exact"] for s in steps], marker="x", ls=":",
                      color=f"C{i}", label="the asked line only" if i == 0 else None)
-    rows = read_jsonl(HELDOUT)
-    best, hits, per_family = b.constant_solved(rows)
-    for value, name, style in ((per_family, "best constant per family", "--"),
-                               (hits, f"constant answer {best}", "-."), (b.echo_solved(rows), "echo the input", ":")):
-        axes[0].axhline(100 * value / len(rows), color="gray", ls=style, lw=1, label=name)
         for ax, key in zip(axes[1:], ("valid", "program_lines", "fresh_solve_rate")):
             points = f[key]
             if points:
@@ -530,6 +526,11 @@ def plot_azr(runs: dict, path: Path) -> None:
                 k = max(1, len(ys) // 8)
                 smooth = [mean(ys[max(0, j - k + 1): j + 1]) for j in range(len(ys))]
                 ax.plot(xs, smooth, color=f"C{i}", label=f"seed {seed}")
+    rows = read_jsonl(HELDOUT)
+    best, hits, per_family = b.constant_solved(rows)
+    for value, name, style in ((per_family, "best constant per family", "--"),
+                               (hits, f"constant answer {best}", "-."), (b.echo_solved(rows), "echo the input", ":")):
+        axes[0].axhline(100 * value / len(rows), color="gray", ls=style, lw=1, label=name)
     titles = ("held-out accuracy (%), exact check (Output: anywhere)", "valid proposals (share, smoothed)",
               "lines of the fresh valid programs (smoothed)", "solver success on fresh tasks (smoothed)")
     for ax, title in zip(axes, titles):
