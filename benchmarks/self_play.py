@@ -448,6 +448,7 @@ def summary(out: Path, plots: Path | None) -> None:
                         ("solver on fresh tasks", ".2f", trend("fresh_solve_rate")),
                         ("learnability", ".2f", trend("learnability")),
                     ], azr, out, "azr")
+        print_azr_baseline_rows(columns=9)
         print_baselines("azr")
         if plots:
             plot_azr(azr, plots / "self_play_azr.png")
@@ -477,6 +478,20 @@ def summary(out: Path, plots: Path | None) -> None:
         print_baselines(game)
         if plots:
             plot_game(game, runs, plots / f"self_play_{game}.png")
+
+
+def print_azr_baseline_rows(columns: int) -> None:
+    """The simple answers' held-out accuracy as rows of the Absolute Zero table of `columns` cells after the first
+    (both exact readings: a constant or echoed answer is written on the asked line); the others are the policy's."""
+    from rlvr.evaluation import baselines as b
+
+    rows = read_jsonl(HELDOUT)
+    best, hits, per_family = b.constant_solved(rows)
+    for name, solved in (("baseline: echo the input", b.echo_solved(rows)),
+                         (f"baseline: always Output: {best}", hits),
+                         ("baseline: the best constant per family (outputs known)", per_family)):
+        share = f"{solved / len(rows):.1%}"
+        print(f"| {name} | {share} | {share} |" + " |" * (columns - 2))
 
 
 def print_baselines(kind: str) -> None:
