@@ -21,13 +21,13 @@ Accuracy at equal wall time is read from each arm's curve at the shortest arm's 
 
     python -m benchmarks.distill --teacher runs/smollm2_addition [--seeds 0 1 2] [--steps 30] [--output runs/distill]
     python -m benchmarks.distill --summary [--output runs/distill]   # the table and plot of every finished seed
+    python -m benchmarks.distill --teacher DIR --steps 2 --eval-every 1 --eval-problems 10 --kl-prompts 4 \\
+        --prompts-per-step 2 --samples 4 --max-new-tokens 48       # a smoke run: minutes on a CPU
 
 A stopped benchmark loses little: each arm's result is written when it finishes (OUTPUT/seedS/ARM/arm.json) and
 skipped when started again; an RL arm cut short resumes from its last checkpoint (one every --eval-every steps,
 exact), the SFT arm from its last finished segment. Seeds can run in parallel processes (one --seeds each); the
 summary reads every OUTPUT/seed*/result.json.
-    python -m benchmarks.distill --teacher DIR --steps 2 --eval-every 1 --eval-problems 10 --kl-prompts 4 \\
-        --prompts-per-step 2 --samples 4 --max-new-tokens 48       # a smoke run: minutes on a CPU
 """
 
 from __future__ import annotations
@@ -86,11 +86,11 @@ def curve(run_dir: Path) -> list[dict]:
     return points
 
 
-def rl_arm(cfg: RunConfig) -> tuple[list[dict], str]:
-    """Train (or resume from its last checkpoint, exactly) one RL arm; (curve, final model)."""
+def rl_arm(cfg: RunConfig) -> dict:
+    """Train (or resume from its last checkpoint, exactly) one RL arm; {"curve", "final"} (the final model)."""
     out = Path(cfg.tracking.output_dir)
     Trainer(cfg, resume="auto" if has_checkpoints(out) else None).fit()
-    return curve(out), str(list_checkpoints(out / "checkpoints")[-1])
+    return {"curve": curve(out), "final": str(list_checkpoints(out / "checkpoints")[-1])}
 
 
 def finished_arm(out: Path, train: Callable[[], dict]) -> dict:
@@ -177,7 +177,7 @@ def one_seed(args, seed: int) -> dict:
         else:
             arm_cfg = load_config(RECIPE, [*base_overrides(args, seed, out / arm),
                                            *arm_overrides(arm, teacher, args.mix_weight)])
-            arm_result = finished_arm(out / arm, lambda c=arm_cfg: dict(zip(("curve", "final"), rl_arm(c))))
+            arm_result = finished_arm(out / arm, lambda c=arm_cfg: rl_arm(c))
         result["curves"][arm], result["final_model"][arm] = arm_result["curve"], arm_result["final"]
     result["teacher_accuracy"] = evaluate_checkpoint(cfg, teacher, args.eval_problems)
     _, teacher_model, encode = load_saved_model(cfg, teacher)
