@@ -34,6 +34,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -164,20 +166,39 @@ def reverse_kl_of(cfg: RunConfig, student_dir: str, teacher_model, prompts: list
                                tokenizer.pad_token_id, seed=10_000)
 
 
-def one_seed(args, seed: int) -> dict:
+def train_arm(args, seed: int, arm: str) -> dict:
+    """One arm of one seed, trained here (or read back when it finished before)."""
     out = Path(args.output) / f"seed{seed}"
     teacher = teacher_source(args.teacher)
     base = base_overrides(args, seed, out / "common")
-    cfg = load_config(RECIPE, base)
+    if arm == "sft":
+        return finished_arm(out / "sft", lambda: sft_arm(args, load_config(RECIPE, base), teacher, out / "sft", base))
+    arm_cfg = load_config(RECIPE, [*base_overrides(args, seed, out / arm), *arm_overrides(arm, teacher, args.mix_weight)])
+    return finished_arm(out / arm, lambda: rl_arm(arm_cfg))
+
+
+def arm_in_subprocess(args, seed: int, arm: str) -> dict:
+    """An arm trained in a process of its own, so that what one arm's trainer, models and evaluations hold is given
+    back before the next (in one process the four arms grew to 10 GB and were killed for memory)."""
+    path = Path(args.output) / f"seed{seed}" / arm / "arm.json"
+    if not path.is_file():
+        options = [f"--{name.replace('_', '-')}={getattr(args, name)}" for name in
+                   ("teacher", "steps", "eval_every", "eval_problems", "kl_prompts", "prompts_per_step", "samples",
+                    "max_new_tokens", "mix_weight", "output")]
+        subprocess.run([sys.executable, "-m", "benchmarks.distill", *options, "--seeds", str(seed), "--arms", arm,
+                        "--arm-only"], check=True)
+    return json.loads(path.read_text())
+
+
+def one_seed(args, seed: int) -> dict:
+    out = Path(args.output) / f"seed{seed}"
+    teacher = teacher_source(args.teacher)
+    cfg = load_config(RECIPE, base_overrides(args, seed, out / "common"))
     result = {"seed": seed, "teacher": teacher, "curves": {}, "final_model": {}}
     for arm in args.arms:
+        arm_result = arm_in_subprocess(args, seed, arm)
         if arm == "sft":
-            arm_result = finished_arm(out / "sft", lambda: sft_arm(args, cfg, teacher, out / "sft", base))
             result["sft_teacher_sampling_s"] = arm_result["teacher_sampling_s"]
-        else:
-            arm_cfg = load_config(RECIPE, [*base_overrides(args, seed, out / arm),
-                                           *arm_overrides(arm, teacher, args.mix_weight)])
-            arm_result = finished_arm(out / arm, lambda c=arm_cfg: rl_arm(c))
         result["curves"][arm], result["final_model"][arm] = arm_result["curve"], arm_result["final"]
     result["teacher_accuracy"] = evaluate_checkpoint(cfg, teacher, args.eval_problems)
     _, teacher_model, encode = load_saved_model(cfg, teacher)
@@ -274,8 +295,14 @@ def main() -> None:
     parser.add_argument("--mix-weight", type=float, default=0.5)
     parser.add_argument("--output", default="runs/distill")
     parser.add_argument("--plot", help="where the plot goes (default OUTPUT/distill.png)")
+    parser.add_argument("--arm-only", action="store_true", help=argparse.SUPPRESS)  # one arm, in its own process
     args = parser.parse_args()
     output = Path(args.output)
+    if args.arm_only:
+        for seed in args.seeds:
+            for arm in args.arms:
+                train_arm(args, seed, arm)
+        return
     if args.summary:
         results = [json.loads(p.read_text()) for p in sorted(output.glob("seed*/result.json"))]
         if not results:
