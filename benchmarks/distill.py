@@ -148,6 +148,7 @@ def sft_arm(args, cfg: RunConfig, teacher: str, out: Path, base: list[str]) -> d
         segment.write_text("\n".join(rows[first * per_step : (first + steps) * per_step]) + "\n")
         seg_cfg = load_config(RECIPE, [*base, f"model.name={points[-1]['model']}", f"sft.data_file={segment}",
                                        "sft.epochs=1", f"sft.batch_size={per_step}", f"sft.lr={cfg.optim.lr}",
+                                       f"sft.micro_batch_size={cfg.optim.micro_batch_size}",
                                        f"sft.output_dir={out / f'step-{first + steps:04d}'}"])
         t = time.perf_counter()
         model = str(run_sft(seg_cfg))

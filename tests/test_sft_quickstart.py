@@ -119,3 +119,31 @@ def test_quickstart_starts_in_the_band_and_rl_gains_on_every_seed(tmp_path, seed
         assert r["accuracy_after_rl"] >= r["accuracy_after_sft"] + 0.20, r
         assert r["wall_seconds"] < 600  # 5 minutes on an idle 2-core machine; room for a loaded one
     assert (tmp_path / f"qs{seeds[0]}" / "rl_curves.png").stat().st_size > 10_000
+
+
+def test_micro_batches_accumulate_the_whole_batch_s_gradient_and_loss():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from rlvr.training.sft import accumulate_sft_loss
+
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=40, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                         num_attention_heads=4, num_key_value_heads=4))
+    # pairs and a conversation of unequal lengths and trained tokens (one micro-batch trains far more tokens)
+    examples = [([1, 2, 3], [4, 5]), ([6, 7], [8, 9, 10, 11, 12, 13]), ([14], [15]),
+                ([16, 17, 18, 19], [20, 21, 22], [True, False, True]), ([23, 24], [25, 26, 27, 28])]
+
+    def gradient(micro_batch_size: int) -> tuple[float, list[torch.Tensor]]:
+        model.zero_grad(set_to_none=True)
+        loss = accumulate_sft_loss(model, examples, pad_id=0, micro_batch_size=micro_batch_size)
+        return loss, [p.grad.clone() for p in model.parameters()]
+
+    whole_loss, whole = gradient(len(examples))
+    for size in (1, 2, 3):
+        loss, grads = gradient(size)
+        assert loss == pytest.approx(whole_loss, rel=1e-5)
+        assert all(torch.allclose(a, b, rtol=1e-4, atol=1e-6) for a, b in zip(whole, grads, strict=True))
+    # weighting each micro-batch's mean equally instead would differ: the shares matter
+    model.zero_grad(set_to_none=True)
+    unweighted = sum(sft_loss(model, examples[i : i + 2], 0).item() for i in range(0, 5, 2)) / 3
+    assert unweighted != pytest.approx(whole_loss, rel=1e-3)

@@ -107,6 +107,10 @@ class SFTConfig(Section):
     time_budget_s: float | None = Field(None, gt=0, description="Stop after this many seconds (epochs still cap).")
     lr: float = Field(1e-3, gt=0, description="AdamW learning rate of SFT.")
     batch_size: int = Field(32, gt=0, description="Sequences per optimizer step.")
+    micro_batch_size: int | None = Field(
+        None, gt=0, description="Sequences per forward and backward pass; a step's gradients accumulate over its "
+        "micro-batches, each weighted by its share of the step's target tokens (the same update up to float "
+        "rounding, a fraction of the activation memory). None: the whole batch at once.")
     output_dir: str | None = Field(None, description="Default: <tracking.output_dir>/sft.")
 
 

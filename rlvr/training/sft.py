@@ -136,6 +136,30 @@ def sft_loss(model, examples: list[Example], pad_id: int) -> torch.Tensor:
     return torch.nn.functional.cross_entropy(logits.transpose(1, 2), labels[:, 1:].to(device), ignore_index=-100)
 
 
+def trained_tokens(example: Example) -> int:
+    """The target tokens an example trains (all of a pair's completion; a conversation's assistant tokens)."""
+    return len(example[1]) if len(example) < 3 or example[2] is None else sum(example[2])
+
+
+def accumulate_sft_loss(model, examples: list[Example], pad_id: int, micro_batch_size: int) -> float:
+    """Backpropagate the batch's mean cross-entropy over its trained target tokens, `micro_batch_size` sequences at a
+    time: each micro-batch's mean weighted by its share of the batch's target tokens, so the accumulated gradient is
+    the whole batch's up to float rounding. Returns the batch's loss."""
+    if micro_batch_size >= len(examples):
+        loss = sft_loss(model, examples, pad_id)
+        loss.backward()
+        return loss.item()
+    total, loss = sum(trained_tokens(e) for e in examples), 0.0
+    for start in range(0, len(examples), micro_batch_size):
+        micro = examples[start : start + micro_batch_size]
+        share = sum(trained_tokens(e) for e in micro) / total
+        if share:
+            part = sft_loss(model, micro, pad_id) * share
+            part.backward()
+            loss += part.item()
+    return loss
+
+
 @torch.no_grad()
 def exact_match(model, examples: list[Example], pad_id: int, batch_size: int = 256) -> float:
     """Share of `examples` whose every trained target token (the answer and its EOS) is the model's most likely
@@ -248,12 +272,12 @@ def run_sft(cfg: RunConfig, stop: StopAtAccuracy | None = None) -> Path:
             for rows in torch.randperm(len(examples)).split(s.batch_size):
                 if finished():
                     break
-                loss = sft_loss(model, [examples[i] for i in rows.tolist()], tokenizer.pad_token_id)
                 optimizer.zero_grad(set_to_none=True)
-                loss.backward()
+                loss = accumulate_sft_loss(model, [examples[i] for i in rows.tolist()], tokenizer.pad_token_id,
+                                           s.micro_batch_size or s.batch_size)
                 optimizer.step()
                 step += 1
-                metrics = {"sft/loss": loss.item()}
+                metrics = {"sft/loss": loss}
                 if stop and step % stop.every_steps == 0:
                     metrics["sft/val_accuracy"] = exact_match(model, held_out, tokenizer.pad_token_id)
                     stop.history.append((step, metrics["sft/val_accuracy"]))
