@@ -254,7 +254,7 @@ def print_summary(results: list[dict]) -> None:
     for col in ("seed", "arm", *(f"step {s}" for s in steps), "train s", "at equal time", "steps to teacher",
                 "reverse KL"):
         table.add_column(col)
-    rows: dict[str, list[dict]] = {arm: [] for arm in (*arms, "teacher")}
+    rows: dict[str, list[dict]] = {arm: [] for arm in (*arms, "start", "teacher")}
     for r in results:
         budget = min(points[-1]["seconds"] for points in r["curves"].values())
         for arm, points in r["curves"].items():
@@ -265,6 +265,8 @@ def print_summary(results: list[dict]) -> None:
             table.add_row(str(r["seed"]), arm, *(f"{100 * a:.0f}%" for a in row["acc"]), f"{row['s']:.0f}",
                           f"{100 * row['equal']:.0f}% ({budget:.0f} s)", str(row["to_teacher"] or "-"),
                           f"{row['kl']:.3f}")
+        rows["start"].append({"kl": r["reverse_kl"]["start"]})
+        table.add_row(str(r["seed"]), "start", *[""] * (len(steps) + 3), f"{r['reverse_kl']['start']:.3f}")
         rows["teacher"].append({"acc": r["teacher_accuracy"]})
         table.add_row(str(r["seed"]), "teacher", f"{100 * r['teacher_accuracy']:.0f}%", *[""] * (len(steps) + 2), "0")
     n = len(results)
@@ -275,6 +277,8 @@ def print_summary(results: list[dict]) -> None:
                       mean_sd([row["s"] for row in rows[arm]], "{:.0f}".format),
                       mean_sd([100 * row["equal"] for row in rows[arm]], PERCENT), f"{len(reached)} of {n} seeds",
                       mean_sd([row["kl"] for row in rows[arm]], "{:.3f}".format))
+    table.add_row(f"mean ± sd ({n})", "start", *[""] * (len(steps) + 3),
+                  mean_sd([row["kl"] for row in rows["start"]], "{:.3f}".format))
     table.add_row(f"mean ± sd ({n})", "teacher", mean_sd([100 * row["acc"] for row in rows["teacher"]], PERCENT),
                   *[""] * (len(steps) + 2), "0")
     Console(width=200).print(table)
