@@ -449,7 +449,6 @@ def summary(out: Path, plots: Path | None) -> None:
                         ("learnability", ".2f", trend("learnability")),
                     ], azr, out, "azr")
         print_azr_baseline_rows(columns=9)
-        print_baselines("azr")
         if plots:
             plot_azr(azr, plots / "self_play_azr.png")
     for game in ("tictactoe", "kuhn_poker"):
@@ -480,18 +479,24 @@ def summary(out: Path, plots: Path | None) -> None:
             plot_game(game, runs, plots / f"self_play_{game}.png")
 
 
-def print_azr_baseline_rows(columns: int) -> None:
-    """The simple answers' held-out accuracy as rows of the Absolute Zero table of `columns` cells after the first
-    (both exact readings: a constant or echoed answer is written on the asked line); the others are the policy's."""
+def azr_baselines() -> tuple[int, list[tuple[str, int]]]:
+    """The held-out questions, and the simple answers' (name, questions solved) on them (rlvr.evaluation.baselines):
+    echoing the input, the best single constant, the best constant per family (chosen with the outputs known)."""
     from rlvr.evaluation import baselines as b
 
     rows = read_jsonl(HELDOUT)
     best, hits, per_family = b.constant_solved(rows)
-    for name, solved in (("baseline: echo the input", b.echo_solved(rows)),
-                         (f"baseline: always Output: {best}", hits),
-                         ("baseline: the best constant per family (outputs known)", per_family)):
-        share = f"{solved / len(rows):.1%}"
-        print(f"| {name} | {share} | {share} |" + " |" * (columns - 2))
+    return len(rows), [("echo the input", b.echo_solved(rows)), (f"always Output: {best}", hits),
+                       ("the best constant per family (outputs known)", per_family)]
+
+
+def print_azr_baseline_rows(columns: int) -> None:
+    """The simple answers' held-out accuracy as rows of the Absolute Zero table of `columns` cells after the first
+    (both exact readings: a constant or echoed answer is written on the asked line); the others are the policy's."""
+    n, baselines = azr_baselines()
+    for name, solved in baselines:
+        share = f"{solved / n:.1%}"
+        print(f"| baseline: {name} | {share} | {share} |" + " |" * (columns - 2))
 
 
 def print_baselines(kind: str) -> None:
@@ -500,10 +505,8 @@ def print_baselines(kind: str) -> None:
 
     print(f"\nBaselines, {kind}, on the same held-out set:")
     if kind == "azr":
-        rows = read_jsonl(HELDOUT)
-        best, hits, per_family = b.constant_solved(rows)
-        print(f"- echo the input: {b.echo_solved(rows)}/{len(rows)}; the best constant answer ({best}): "
-              f"{hits}/{len(rows)}; the best constant per family: {per_family}/{len(rows)}")
+        n, baselines = azr_baselines()
+        print("- " + "; ".join(f"{name}: {solved}/{n}" for name, solved in baselines))
     elif kind == "tictactoe":
         for name, policy in (("random legal player", b.random_legal), ("lowest empty square", b.lowest_empty)):
             exact = [b.tictactoe_vs_random(policy, seat) for seat in (0, 1)]
@@ -525,8 +528,6 @@ def plot_azr(runs: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from rlvr.evaluation import baselines as b
-
     fig, axes = plt.subplots(1, 4, figsize=(16, 3.6))
     for i, (seed, f) in enumerate(sorted(runs.items())):
         steps = sorted(f["eval"], key=int)
@@ -541,11 +542,9 @@ def plot_azr(runs: dict, path: Path) -> None:
                 k = max(1, len(ys) // 8)
                 smooth = [mean(ys[max(0, j - k + 1): j + 1]) for j in range(len(ys))]
                 ax.plot(xs, smooth, color=f"C{i}", label=f"seed {seed}")
-    rows = read_jsonl(HELDOUT)
-    best, hits, per_family = b.constant_solved(rows)
-    for value, name, style in ((per_family, "best constant per family", "--"),
-                               (hits, f"constant answer {best}", "-."), (b.echo_solved(rows), "echo the input", ":")):
-        axes[0].axhline(100 * value / len(rows), color="gray", ls=style, lw=1, label=name)
+    n, baselines = azr_baselines()
+    for (name, solved), style in zip(baselines, (":", "-.", "--"), strict=True):
+        axes[0].axhline(100 * solved / n, color="gray", ls=style, lw=1, label=name)
     titles = ("held-out accuracy (%), exact check (Output: anywhere)", "valid proposals (share, smoothed)",
               "lines of the fresh valid programs (smoothed)", "solver success on fresh tasks (smoothed)")
     for ax, title in zip(axes, titles):
