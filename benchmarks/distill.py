@@ -14,7 +14,7 @@ prompts_per_step x samples_per_prompt sequences from the student start, per seed
 
 Measured: held-out greedy exact accuracy (the task's verifier on eval problems, apart from any training signal)
 against steps and against training seconds (evaluation excluded; the sft arm's seconds include loading and saving
-the model once per segment, and its teacher sampling is reported apart),
+the model once per segment and, in the summary, its share of the teacher's sampling: sampling seconds x step / steps),
 the teacher's own accuracy, and the reverse KL to the teacher on held-out prompts (mean log p_student - log p_teacher
 per sampled token, the student's samples drawn alike for every arm) of the start and of each arm's final model.
 Accuracy at equal wall time is read from each arm's curve at the shortest arm's total seconds.
@@ -212,6 +212,17 @@ def one_seed(args, seed: int) -> dict:
     return result
 
 
+def charged_curves(result: dict) -> dict[str, list[dict]]:
+    """Each arm's curve against the seconds it cost: the sft arm's points also carry their share of the teacher's
+    sampling (sampling seconds x step / last step), which off-policy distillation pays before it trains."""
+    curves = dict(result["curves"])
+    if "sft" in curves and result.get("sft_teacher_sampling_s"):
+        last = curves["sft"][-1]["step"]
+        curves["sft"] = [{**p, "seconds": p["seconds"] + result["sft_teacher_sampling_s"] * p["step"] / last}
+                         for p in curves["sft"]]
+    return curves
+
+
 def at_seconds(points: list[dict], budget: float) -> dict:
     """The last evaluation within `budget` training seconds."""
     return [p for p in points if p["seconds"] <= budget + 1e-6][-1]
@@ -221,7 +232,7 @@ def plot(results: list[dict], path: Path) -> None:
     fig, (ax_s, ax_t) = plt.subplots(1, 2, figsize=(11, 4.2))
     colors = dict(zip(ARMS, ("tab:blue", "tab:orange", "tab:green", "tab:red")))
     for r in results:
-        for arm, points in r["curves"].items():
+        for arm, points in charged_curves(r).items():
             label = arm if r is results[0] else None
             for ax, x in ((ax_s, "step"), (ax_t, "seconds")):
                 ax.plot([p[x] for p in points], [100 * p["accuracy"] for p in points], marker="o",
@@ -229,7 +240,7 @@ def plot(results: list[dict], path: Path) -> None:
         for ax in (ax_s, ax_t):
             ax.axhline(100 * r["teacher_accuracy"], color="gray", ls="--", label="teacher" if r is results[0] else None)
     ax_s.set(xlabel="step", ylabel="held-out greedy accuracy (%)", title="against steps")
-    ax_t.set(xlabel="training seconds (evaluation excluded)", title="against wall time")
+    ax_t.set(xlabel="training seconds (evaluation excluded; sft with its teacher sampling)", title="against wall time")
     for ax in (ax_s, ax_t):
         ax.grid(alpha=0.3)
         ax.legend(loc="upper left", fontsize="small")
@@ -245,9 +256,9 @@ def steps_to_teacher(points: list[dict], teacher: float) -> int | None:
 
 
 def print_summary(results: list[dict]) -> None:
-    """Per seed: each arm's held-out accuracy at every evaluation, its training seconds, its accuracy at the shortest
-    arm's seconds, the first step at the teacher's accuracy and its reverse KL to the teacher; then means ± sd over
-    the seeds (the count shown)."""
+    """Per seed: each arm's held-out accuracy at every evaluation, its training seconds (charged_curves), its accuracy
+    at the shortest arm's seconds, the first step at the teacher's accuracy and its reverse KL to the teacher; then
+    means ± sd over the seeds (the count shown; steps to the teacher over the seeds that reached it)."""
     arms = list(results[0]["curves"])
     steps = [p["step"] for p in results[0]["curves"][arms[0]]]
     table = Table(title="On-policy distillation vs baselines: held-out greedy exact accuracy")
@@ -256,8 +267,9 @@ def print_summary(results: list[dict]) -> None:
         table.add_column(col)
     rows: dict[str, list[dict]] = {arm: [] for arm in (*arms, "start", "teacher")}
     for r in results:
-        budget = min(points[-1]["seconds"] for points in r["curves"].values())
-        for arm, points in r["curves"].items():
+        curves = charged_curves(r)
+        budget = min(points[-1]["seconds"] for points in curves.values())
+        for arm, points in curves.items():
             row = {"acc": [p["accuracy"] for p in points], "s": points[-1]["seconds"],
                    "equal": at_seconds(points, budget)["accuracy"], "kl": r["reverse_kl"][arm],
                    "to_teacher": steps_to_teacher(points, r["teacher_accuracy"])}
@@ -275,7 +287,8 @@ def print_summary(results: list[dict]) -> None:
         reached = [row["to_teacher"] for row in rows[arm] if row["to_teacher"] is not None]
         table.add_row(f"mean ± sd ({n})", arm, *(mean_sd(a, PERCENT) for a in acc),
                       mean_sd([row["s"] for row in rows[arm]], "{:.0f}".format),
-                      mean_sd([100 * row["equal"] for row in rows[arm]], PERCENT), f"{len(reached)} of {n} seeds",
+                      mean_sd([100 * row["equal"] for row in rows[arm]], PERCENT),
+                      (f"{mean_sd(reached, '{:.0f}'.format)} " if reached else "") + f"({len(reached)} of {n} seeds)",
                       mean_sd([row["kl"] for row in rows[arm]], "{:.3f}".format))
     table.add_row(f"mean ± sd ({n})", "start", *[""] * (len(steps) + 3),
                   mean_sd([row["kl"] for row in rows["start"]], "{:.3f}".format))

@@ -34,6 +34,16 @@ def test_steps_to_the_teacher_and_accuracy_at_equal_seconds():
     assert distill.at_seconds(rl, 450.0)["accuracy"] == 0.7  # the last evaluation within the budget
 
 
+def test_the_sft_arm_is_charged_its_share_of_the_teacher_sampling_and_equal_time_reads_it():
+    result = {"sft_teacher_sampling_s": 300.0,
+              "curves": {"sft": curve((0, 0.0, 0.1), (10, 100.0, 0.5), (20, 200.0, 0.6)),
+                         "rl": curve((0, 0.0, 0.1), (10, 150.0, 0.3), (20, 300.0, 0.4))}}
+    charged = distill.charged_curves(result)
+    assert [p["seconds"] for p in charged["sft"]] == [0.0, 250.0, 500.0]  # + 300 s x step / 20
+    assert charged["rl"] == result["curves"]["rl"] and result["curves"]["sft"][2]["seconds"] == 200.0  # unchanged
+    assert distill.at_seconds(charged["sft"], 300.0)["step"] == 10  # at rl's 300 s, sft has paid for 10 steps
+
+
 def test_the_summary_reads_every_finished_seed_with_means_over_seeds(tmp_path, monkeypatch, capsys):
     for seed, end in ((0, 0.6), (1, 0.8)):
         result = {"seed": seed, "teacher_accuracy": 0.7,
@@ -47,7 +57,8 @@ def test_the_summary_reads_every_finished_seed_with_means_over_seeds(tmp_path, m
     distill.main()
     out = capsys.readouterr().out
     assert "70.0% ± 14.1%" in out  # rl's step-10 accuracy over the 2 finished seeds
-    assert "1 of 2 seeds" in out and "2 of 2 seeds" in out  # rl reached the teacher on one seed, distill on both
+    assert "10 ± 0 (1 of 2 seeds)" in out  # rl reached the teacher (at step 10) on one seed
+    assert "10 ± 0 (2 of 2 seeds)" in out  # distill on both
     assert (tmp_path / "distill.png").is_file()
 
 
