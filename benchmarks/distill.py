@@ -233,17 +233,24 @@ def plot(results: list[dict], path: Path) -> None:
     colors = dict(zip(ARMS, ("tab:blue", "tab:orange", "tab:green", "tab:red")))
     for r in results:
         for arm, points in charged_curves(r).items():
-            label = arm if r is results[0] else None
             for ax, x in ((ax_s, "step"), (ax_t, "seconds")):
-                ax.plot([p[x] for p in points], [100 * p["accuracy"] for p in points], marker="o",
-                        color=colors[arm], alpha=0.8, label=label)
+                ax.plot([p[x] for p in points], [100 * p["accuracy"] for p in points], marker="o", markersize=3,
+                        color=colors[arm], alpha=0.35 if ax is ax_s else 0.8, lw=1,
+                        label=arm if r is results[0] and ax is ax_t else None)
+    for arm in results[0]["curves"]:  # the mean over seeds, against steps (seeds share the evaluation steps)
+        points = [r["curves"][arm] for r in results]
+        ax_s.plot([p["step"] for p in points[0]], [100 * sum(c[i]["accuracy"] for c in points) / len(points)
+                                                   for i in range(len(points[0]))],
+                  marker="o", color=colors[arm], lw=2.5, label=f"{arm} (mean; thin: each seed)")
+    for r in results:
         for ax in (ax_s, ax_t):
-            ax.axhline(100 * r["teacher_accuracy"], color="gray", ls="--", label="teacher" if r is results[0] else None)
+            ax.axhline(100 * r["teacher_accuracy"], color="gray", ls="--", lw=1,
+                       label="teacher (each seed's evaluation)" if r is results[0] else None)
     ax_s.set(xlabel="step", ylabel="held-out greedy accuracy (%)", title="against steps")
     ax_t.set(xlabel="training seconds (evaluation excluded; sft with its teacher sampling)", title="against wall time")
     for ax in (ax_s, ax_t):
         ax.grid(alpha=0.3)
-        ax.legend(loc="upper left", fontsize="small")
+        ax.legend(loc="lower right", fontsize="small")
     fig.suptitle(f"On-policy distillation vs baselines ({len(results)} seed(s))")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
