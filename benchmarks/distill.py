@@ -12,8 +12,9 @@ prompts_per_step x samples_per_prompt sequences from the student start, per seed
   distill   on-policy distillation alone (algorithm.advantage=distill)
   mix       GRPO plus the teacher's term (algorithm.distill_weight=--mix-weight)
 
-Measured: held-out greedy exact accuracy (the task's verifier on eval problems, apart from any training signal)
-against steps and against training seconds (evaluation excluded; the sft arm's seconds include loading and saving
+Measured: held-out greedy accuracy (the task's verifier on eval problems: the reward of the rl and mix arms, not
+read by sft or distill; each final model's answers are read again by an exact check written apart from it) against
+steps and against training seconds (evaluation excluded; the sft arm's seconds include loading and saving
 the model once per segment and, in the summary, its share of the teacher's sampling: sampling seconds x step / steps),
 the teacher's own accuracy, and the reverse KL to the teacher on held-out prompts (mean log p_student - log p_teacher
 per sampled token, the student's samples drawn alike for every arm) of the start and of each arm's final model.
@@ -21,6 +22,7 @@ Accuracy at equal wall time is read from each arm's curve at the shortest arm's 
 
     python -m benchmarks.distill --teacher runs/smollm2_addition [--seeds 0 1 2] [--steps 30] [--output runs/distill]
     python -m benchmarks.distill --summary [--output runs/distill]   # the table and plot of every finished seed
+    python -m benchmarks.distill --summary --check-finals           # + the exact check of seeds finished before it
     python -m benchmarks.distill --teacher DIR --steps 2 --eval-every 1 --eval-problems 10 --kl-prompts 4 \\
         --prompts-per-step 2 --samples 4 --max-new-tokens 48       # a smoke run: minutes on a CPU
 
@@ -38,6 +40,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import matplotlib
@@ -48,8 +51,10 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from benchmarks.common import has_checkpoints, mean_sd  # noqa: E402
+from benchmarks.real_model import exact_correct  # noqa: E402  (the exact check, apart from every verifier)
 from rlvr.assembly import build_engine, build_tasks, load_saved_model  # noqa: E402
 from rlvr.config import RunConfig, load_config  # noqa: E402
+from rlvr.evaluation.evaluate import eval_completion_rows, eval_settings, evaluate_model  # noqa: E402
 from rlvr.quickstart import evaluate_checkpoint  # noqa: E402
 from rlvr.rollout import SamplingParams  # noqa: E402
 from rlvr.training.checkpoint import list_checkpoints  # noqa: E402
@@ -167,6 +172,32 @@ def reverse_kl_of(cfg: RunConfig, student_dir: str, teacher_model, prompts: list
                                tokenizer.pad_token_id, seed=10_000)
 
 
+def checked_answers(cfg: RunConfig, model_dir: str, problems: int) -> dict:
+    """A final model's greedy held-out answers read twice: by the task's verifier (the accuracy of the curves) and
+    by the exact check written apart from it (benchmarks.real_model.exact_correct); `disputes`: answers they part on."""
+    settings = replace(eval_settings(cfg), num_problems=problems, samples=0, ks=[], keep_completions=1)
+    rows = eval_completion_rows(0, evaluate_model(cfg, model_dir, settings).results)
+    exact = [exact_correct(r["completion"], r["reference"]) for r in rows]
+    return {"problems": len(rows), "verifier": sum(r["correct"] for r in rows) / len(rows),
+            "exact": sum(exact) / len(rows), "disputes": sum(r["correct"] != e for r, e in zip(rows, exact))}
+
+
+def check_finals(args, result: dict) -> dict:
+    """result["final_check"]: checked_answers of the teacher and of each arm's final model still on disk (a model
+    removed since is named and left out)."""
+    cfg = load_config(RECIPE, base_overrides(args, result["seed"], Path(args.output) / f"seed{result['seed']}" / "common"))
+    checks = dict(result.get("final_check", {}))
+    for arm, model in {"teacher": result["teacher"], **result["final_model"]}.items():
+        if arm in checks:
+            continue
+        if not Path(model).exists():
+            print(f"seed {result['seed']} {arm}: {model} is no longer on disk; its final answers are not checked")
+            continue
+        checks[arm] = checked_answers(cfg, model, args.eval_problems)
+        print(f"seed {result['seed']} {arm}: {checks[arm]}", flush=True)
+    return {**result, "final_check": checks}
+
+
 def train_arm(args, seed: int, arm: str) -> dict:
     """One arm of one seed, trained here (or read back when it finished before)."""
     out = Path(args.output) / f"seed{seed}"
@@ -208,6 +239,7 @@ def one_seed(args, seed: int) -> dict:
     result["reverse_kl"] = {"start": reverse_kl_of(cfg, cfg.model.name, teacher_model, prompts, args)}
     for arm, final in result["final_model"].items():
         result["reverse_kl"][arm] = reverse_kl_of(cfg, final, teacher_model, prompts, args)
+    result = check_finals(args, result)
     (out / "result.json").write_text(json.dumps(result, indent=1))
     return result
 
@@ -302,12 +334,24 @@ def print_summary(results: list[dict]) -> None:
     table.add_row(f"mean ± sd ({n})", "teacher", mean_sd([100 * row["acc"] for row in rows["teacher"]], PERCENT),
                   *[""] * (len(steps) + 2), "0")
     Console(width=200).print(table)
+    if any("final_check" in r for r in results):
+        check = Table(title="Final models' greedy held-out answers: the verifier against the exact check")
+        for col in ("seed", "model", "problems", "verifier", "exact check", "disputes"):
+            check.add_column(col)
+        for r in results:
+            for arm, c in r.get("final_check", {}).items():
+                check.add_row(str(r["seed"]), arm, str(c["problems"]), f"{100 * c['verifier']:.0f}%",
+                              f"{100 * c['exact']:.0f}%", str(c["disputes"]))
+        Console(width=200).print(check)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--teacher", help="the teacher: a model directory or a run's output directory")
     parser.add_argument("--summary", action="store_true", help="only the table and plot of every finished seed")
+    parser.add_argument("--check-finals", action="store_true",
+                        help="with --summary: read the final models of finished seeds by the exact check too "
+                             "(done at the end of every seed since; for seeds that finished before)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--arms", nargs="+", choices=ARMS, default=list(ARMS))
     parser.add_argument("--steps", type=int, default=30)
@@ -332,6 +376,10 @@ def main() -> None:
         results = [json.loads(p.read_text()) for p in sorted(output.glob("seed*/result.json"))]
         if not results:
             parser.error(f"no finished seed under {output} (OUTPUT/seedS/result.json): run the benchmark first")
+        if args.check_finals:
+            results = [check_finals(args, r) for r in results]
+            for r in results:
+                (output / f"seed{r['seed']}" / "result.json").write_text(json.dumps(r, indent=1))
     elif not args.teacher:
         parser.error("--teacher is required to train (or --summary to read finished seeds)")
     else:

@@ -67,3 +67,39 @@ def test_the_summary_without_a_finished_seed_says_what_to_run(tmp_path, monkeypa
     with pytest.raises(SystemExit) as stopped:
         distill.main()
     assert stopped.value.code == 2 and "no finished seed" in capsys.readouterr().err
+
+
+def test_final_answers_are_read_by_the_verifier_and_the_exact_check_and_disputes_counted(monkeypatch):
+    from rlvr.evaluation.evaluate import EvalRun, ProblemResult
+
+    answers = [("12 + 30 = 42", "42", True), ("12 + 30 = 42; check: 42 - 30 = 12", "42", True),  # exact: 12
+               ("I think 7", "8", False)]
+    results = [ProblemResult(task="t", uid=str(i), reference=ref, completions=[
+        {"text": text, "answer": None, "correct": correct, "tokens": 3, "truncated": False}])
+        for i, (text, ref, correct) in enumerate(answers)]
+    monkeypatch.setattr(distill, "evaluate_model", lambda cfg, model, settings: EvalRun(results, settings, 3, 0.0))
+    cfg = distill.load_config(distill.RECIPE, [])
+    checked = distill.checked_answers(cfg, "model", 3)
+    assert checked == {"problems": 3, "verifier": 2 / 3, "exact": 1 / 3, "disputes": 1}
+
+
+def test_check_finals_reads_each_final_model_on_disk_once_and_names_the_missing(tmp_path, monkeypatch, capsys):
+    calls = []
+    monkeypatch.setattr(distill, "checked_answers", lambda cfg, model, problems: calls.append(model) or {"m": model})
+    (tmp_path / "teacher").mkdir()
+    (tmp_path / "sft").mkdir()
+    result = {"seed": 0, "teacher": str(tmp_path / "teacher"),
+              "final_model": {"sft": str(tmp_path / "sft"), "rl": str(tmp_path / "gone")},
+              "final_check": {"sft": {"m": "checked before"}}}
+    args = distill_args(tmp_path)
+    checked = distill.check_finals(args, result)
+    assert calls == [str(tmp_path / "teacher")]  # sft was checked before, rl's model is gone
+    assert checked["final_check"] == {"sft": {"m": "checked before"}, "teacher": {"m": str(tmp_path / "teacher")}}
+    assert f"seed 0 rl: {tmp_path / 'gone'} is no longer on disk" in capsys.readouterr().out
+
+
+def distill_args(tmp_path):
+    import argparse
+
+    return argparse.Namespace(output=str(tmp_path), eval_problems=3, steps=2, eval_every=1, prompts_per_step=2,
+                              samples=2, max_new_tokens=16)
