@@ -232,14 +232,14 @@ def one_seed(args, seed: int) -> dict:
         if arm == "sft":
             result["sft_teacher_sampling_s"] = arm_result["teacher_sampling_s"]
         result["curves"][arm], result["final_model"][arm] = arm_result["curve"], arm_result["final"]
-    result["teacher_accuracy"] = evaluate_checkpoint(cfg, teacher, args.eval_problems)
+    result = check_finals(args, result)
+    result["teacher_accuracy"] = result["final_check"]["teacher"]["verifier"]
     _, teacher_model, encode = load_saved_model(cfg, teacher)
     task = build_tasks(cfg)[0]
     prompts = [encode(task.problem("eval", i).prompt) for i in range(args.kl_prompts)]
     result["reverse_kl"] = {"start": reverse_kl_of(cfg, cfg.model.name, teacher_model, prompts, args)}
     for arm, final in result["final_model"].items():
         result["reverse_kl"][arm] = reverse_kl_of(cfg, final, teacher_model, prompts, args)
-    result = check_finals(args, result)
     (out / "result.json").write_text(json.dumps(result, indent=1))
     return result
 
@@ -300,7 +300,7 @@ def print_summary(results: list[dict]) -> None:
     means ± sd over the seeds (the count shown; steps to the teacher over the seeds that reached it)."""
     arms = list(results[0]["curves"])
     steps = [p["step"] for p in results[0]["curves"][arms[0]]]
-    table = Table(title="On-policy distillation vs baselines: held-out greedy exact accuracy")
+    table = Table(title="On-policy distillation vs baselines: held-out greedy accuracy (the verifier)")
     for col in ("seed", "arm", *(f"step {s}" for s in steps), "train s", "at equal time", "steps to teacher",
                 "reverse KL"):
         table.add_column(col)
@@ -366,6 +366,8 @@ def main() -> None:
     parser.add_argument("--plot", help="where the plot goes (default OUTPUT/distill.png)")
     parser.add_argument("--arm-only", action="store_true", help=argparse.SUPPRESS)  # one arm, in its own process
     args = parser.parse_args()
+    if args.check_finals and not args.summary:
+        parser.error("--check-finals goes with --summary (a benchmark run checks its final models by itself)")
     output = Path(args.output)
     if args.arm_only:
         for seed in args.seeds:
