@@ -71,7 +71,7 @@ def base_overrides(args, seed: int, out: Path) -> list[str]:
     return [f"seed={seed}", f"steps={args.steps}", f"data.prompts_per_step={args.prompts_per_step}",
             f"rollout.samples_per_prompt={args.samples}", f"rollout.max_new_tokens={args.max_new_tokens}",
             f"eval.every_steps={args.eval_every}", f"eval.num_problems={args.eval_problems}", "eval.log_completions=0",
-            f"checkpoint.every_steps={args.eval_every}", "checkpoint.keep_last=1", "tracking.console=false", "tracking.report=false",
+            f"checkpoint.every_steps={args.eval_every}", "checkpoint.keep_last=1", "tracking.report=false",
             "tracking.log_completions_every=0", f"tracking.output_dir={out}"]
 
 
@@ -138,6 +138,8 @@ def sft_arm(args, cfg: RunConfig, teacher: str, out: Path, base: list[str]) -> d
     per_step = args.prompts_per_step * args.samples
     samples, sampling = out / "teacher_samples.jsonl", out / "teacher_sampling.json"
     if not sampling.is_file():
+        print(f"sampling the teacher: {args.samples} completions for each of {args.steps * args.prompts_per_step} "
+              "training prompts", flush=True)
         sampling.write_text(json.dumps({"seconds": teacher_samples(cfg, teacher, args.steps * args.prompts_per_step,
                                                                    samples)}))
     rows = samples.read_text().splitlines()
@@ -161,6 +163,7 @@ def sft_arm(args, cfg: RunConfig, teacher: str, out: Path, base: list[str]) -> d
                        "accuracy": evaluate_checkpoint(cfg, model, args.eval_problems), "model": model})
         with points_file.open("a") as f:
             f.write(json.dumps(points[-1]) + "\n")
+        print(f"sft step {points[-1]['step']}: held-out accuracy {points[-1]['accuracy']:.0%}", flush=True)
     return {"curve": [{k: p[k] for k in ("step", "seconds", "accuracy")} for p in points],
             "final": points[-1]["model"], "teacher_sampling_s": round(json.loads(sampling.read_text())["seconds"], 1)}
 
@@ -214,6 +217,7 @@ def arm_in_subprocess(args, seed: int, arm: str) -> dict:
     back before the next (in one process the four arms grew to 10 GB and were killed for memory)."""
     path = Path(args.output) / f"seed{seed}" / arm / "arm.json"
     if not path.is_file():
+        print(f"== seed {seed}, arm {arm}: {args.steps} steps in a process of its own ==", flush=True)
         options = [f"--{name.replace('_', '-')}={getattr(args, name)}" for name in
                    ("teacher", "steps", "eval_every", "eval_problems", "kl_prompts", "prompts_per_step", "samples",
                     "max_new_tokens", "mix_weight", "output")]
@@ -234,6 +238,8 @@ def one_seed(args, seed: int) -> dict:
         result["curves"][arm], result["final_model"][arm] = arm_result["curve"], arm_result["final"]
     result = check_finals(args, result)
     result["teacher_accuracy"] = result["final_check"]["teacher"]["verifier"]
+    print(f"seed {seed}: the reverse KL to the teacher on {args.kl_prompts} held-out prompts, of the start and of "
+          "each arm's final model", flush=True)
     _, teacher_model, encode = load_saved_model(cfg, teacher)
     task = build_tasks(cfg)[0]
     prompts = [encode(task.problem("eval", i).prompt) for i in range(args.kl_prompts)]

@@ -231,3 +231,15 @@ def test_a_teacher_out_of_memory_names_its_phase(one_rollout, monkeypatch):
     with pytest.raises(RlvrError, match=r"the teacher's logprob pass \(teacher.name=.*\) ran out of memory: CUDA out "
                                         r"of memory.*lower teacher.micro_batch_size \(now 3\)"):
         trainer._teacher_logprobs(batch)
+
+
+def test_the_start_banner_names_the_teacher_and_how_the_run_reads_it(fast_config, models):
+    from rlvr.reporting.run_facts import describe_run
+
+    alone = describe_run(build_config(distill_config(fast_config, models)))["teacher"]
+    assert alone.startswith(f"{models / 'teacher'} (") and "micro-batch 3" in alone
+    assert "its per-token term is the advantage (distill_gamma 0)" in alone
+    mixed = describe_run(build_config(distill_config(fast_config, models, algorithm={"advantage": "grpo",
+                                                                                      "distill_weight": 0.5})))
+    assert "distill_weight 0.5 x its per-token term added to the grpo advantage" in mixed["teacher"]
+    assert "teacher" not in describe_run(build_config(fast_config()))

@@ -55,6 +55,8 @@ def run_facts(cfg: RunConfig, tasks: Sequence, tokenizer, encode, parameters: in
     facts["steps"] = f"{cfg.steps} ({o.ppo_epochs} epoch(s) x {o.mini_batches} mini-batch(es) of updates each)"
     facts["algorithm"] = ((f"preset {a.preset}: " if a.preset else "") + f"advantage {a.advantage}, loss "
                           f"{a.policy_loss}, aggregation {a.loss_aggregation}, kl_coef {a.kl_coef:g}, lr {o.lr:g}")
+    if cfg.teacher is not None:
+        facts["teacher"] = teacher_fact(cfg)
     facts["rewards"] = ", ".join(f"{f.metric_name} x {f.weight:g}" for f in cfg.rewards.functions)
     if cfg.implied:
         facts["implied"] = "; ".join(cfg.implied)
@@ -64,6 +66,15 @@ def run_facts(cfg: RunConfig, tasks: Sequence, tokenizer, encode, parameters: in
     facts["first prompt tokens"] = str(len(ids))
     facts["first prompt"] = tokenizer.decode(ids)
     return facts
+
+
+def teacher_fact(cfg: RunConfig) -> str:
+    """The teacher of on-policy distillation as the run will load and read it."""
+    t, a = cfg.teacher, cfg.algorithm
+    use = (f"its per-token term is the advantage (distill_gamma {a.distill_gamma:g})" if a.advantage == "distill" else
+           f"distill_weight {a.distill_weight:g} x its per-token term added to the {a.advantage} advantage")
+    return (f"{t.name} ({t.dtype or cfg.model.dtype}, on {t.device}, micro-batch "
+            f"{t.micro_batch_size or cfg.optim.micro_batch_size}); {use}")
 
 
 def _model_size(cfg: RunConfig) -> int:
