@@ -20,3 +20,5 @@ def test_cuda_without_a_gpu_names_the_fix():
     assert resolve_device("auto") == torch.device("cpu")
     with pytest.raises(RlvrError, match="model.device=cuda:0, but torch sees no CUDA device"):
         resolve_device("cuda:0")
+    with pytest.raises(RlvrError, match="^teacher.device=cuda, but .* Use teacher.device=auto or cpu"):
+        resolve_device("cuda", "teacher.device")  # the setting the user wrote, not model.device

@@ -243,3 +243,9 @@ def test_the_start_banner_names_the_teacher_and_how_the_run_reads_it(fast_config
                                                                                       "distill_weight": 0.5})))
     assert "distill_weight 0.5 x its per-token term added to the grpo advantage" in mixed["teacher"]
     assert "teacher" not in describe_run(build_config(fast_config()))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without CUDA")
+def test_a_teacher_on_cuda_where_there_is_none_names_teacher_device(fast_config, models):
+    with pytest.raises(RlvrError, match="teacher.device=cuda, but torch sees no CUDA device"):
+        Trainer(build_config(distill_config(fast_config, models, teacher={"device": "cuda"})))

@@ -115,20 +115,21 @@ def check_model_reachable(name: str) -> None:
         )
 
 
-def resolve_device(name: str = "auto") -> torch.device:
-    """`model.device` as a torch device: auto is CUDA when available (the process's current GPU), else the CPU."""
+def resolve_device(name: str = "auto", setting: str = "model.device") -> torch.device:
+    """A device setting (`model.device`, `teacher.device`, a reward model's `device`: `setting` names it in the
+    errors) as a torch device: auto is CUDA when available (the process's current GPU), else the CPU."""
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
     if name == "cpu":
         return torch.device("cpu")
     if not torch.cuda.is_available():
-        raise RlvrError(f"model.device={name}, but torch sees no CUDA device here (torch {torch.__version__}). Use "
-                        "model.device=auto or cpu, or install a CUDA build of torch.")
+        raise RlvrError(f"{setting}={name}, but torch sees no CUDA device here (torch {torch.__version__}). Use "
+                        f"{setting}=auto or cpu, or install a CUDA build of torch.")
     device = torch.device(name)
     if device.index is None:
         return torch.device("cuda", torch.cuda.current_device())
     if device.index >= torch.cuda.device_count():
-        raise RlvrError(f"model.device={name}, but this machine has {torch.cuda.device_count()} CUDA device(s) "
+        raise RlvrError(f"{setting}={name}, but this machine has {torch.cuda.device_count()} CUDA device(s) "
                         f"(cuda:0 to cuda:{torch.cuda.device_count() - 1}).")
     return device
 

@@ -77,7 +77,7 @@ def load_causal_lm(name: str, dtype: str, device: str) -> tuple[Any, Any]:
     from rlvr.models.loading import load_model, load_tokenizer, model_source, resolve_device
 
     cfg = ModelConfig(name=name, dtype=dtype)
-    model = load_model(cfg).to(resolve_device(device)).eval().requires_grad_(False)
+    model = load_model(cfg).to(resolve_device(device, "judge args.device")).eval().requires_grad_(False)
     return model, load_tokenizer(model_source(cfg))
 
 

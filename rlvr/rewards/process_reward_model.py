@@ -53,7 +53,7 @@ def load_process_reward_model(name: str, head: str, dtype: str, device: str) -> 
     tokenizer = load_tokenizer(name)
     if model.config.pad_token_id is None:
         model.config.pad_token_id = tokenizer.pad_token_id
-    return model.to(resolve_device(device)).eval().requires_grad_(False), tokenizer, head
+    return model.to(resolve_device(device, "rewards.step_reward.args.device")).eval().requires_grad_(False), tokenizer, head
 
 
 def head_scores(logits, how: str, label: int | None) -> list[float]:

@@ -30,7 +30,7 @@ def load_reward_model(name: str, dtype: str, device: str) -> tuple[Any, Any]:
         raise RlvrError(f"reward_model: cannot load a sequence-classification model from '{name}': {e}") from None
     if model.config.pad_token_id is None:
         model.config.pad_token_id = tokenizer.pad_token_id
-    return model.to(resolve_device(device)).eval().requires_grad_(False), tokenizer
+    return model.to(resolve_device(device, "reward_model args.device")).eval().requires_grad_(False), tokenizer
 
 
 def input_ids(tokenizer, prompt: Any, reply: str, max_tokens: int) -> list[int]:
