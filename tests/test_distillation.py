@@ -189,7 +189,7 @@ def refusal(fast_config, models, teacher_name: str) -> str:
 def test_a_teacher_that_cannot_be_loaded_is_named_with_the_loaders_message(fast_config, models, tmp_path):
     message = refusal(fast_config, models, str(tmp_path / "no-such-model"))
     assert message.startswith(f"Could not load the teacher (teacher.name={tmp_path / 'no-such-model'})")
-    assert "does not exist" in message
+    assert f"teacher.name '{tmp_path / 'no-such-model'}' does not exist" in message  # not model.name: the student's
 
 
 def test_a_teacher_with_another_vocabulary_is_refused_at_start(fast_config, models, tmp_path):

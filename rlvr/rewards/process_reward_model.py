@@ -50,7 +50,7 @@ def load_process_reward_model(name: str, head: str, dtype: str, device: str) -> 
     except (OSError, ValueError) as e:
         raise RlvrError(f"process_reward_model: cannot load a {head}-classification model from '{name}': {e}") \
             from None
-    tokenizer = load_tokenizer(name)
+    tokenizer = load_tokenizer(name, setting="rewards.step_reward.args.model")
     if model.config.pad_token_id is None:
         model.config.pad_token_id = tokenizer.pad_token_id
     return model.to(resolve_device(device, "rewards.step_reward.args.device")).eval().requires_grad_(False), tokenizer, head

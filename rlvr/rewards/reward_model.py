@@ -23,7 +23,7 @@ def load_reward_model(name: str, dtype: str, device: str) -> tuple[Any, Any]:
     from rlvr.errors import RlvrError
     from rlvr.models.loading import DTYPES, load_tokenizer, resolve_device
 
-    tokenizer = load_tokenizer(name)
+    tokenizer = load_tokenizer(name, setting="reward_model args.model")
     try:
         model = AutoModelForSequenceClassification.from_pretrained(name, dtype=DTYPES[dtype])
     except (OSError, ValueError) as e:

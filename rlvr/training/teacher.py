@@ -90,9 +90,9 @@ def load_teacher(cfg: RunConfig, student_tokenizer: PreTrainedTokenizerBase, wra
                                             "dtype": t.dtype or cfg.model.dtype, "gradient_checkpointing": False,
                                             "tokenizer": None, "lora": None})
     try:
-        source = model_source(settings)
-        tokenizer = load_tokenizer(source, settings.trust_remote_code)
-        model = load_model(settings, name=source)
+        source = model_source(settings, "teacher.name")
+        tokenizer = load_tokenizer(source, settings.trust_remote_code, "teacher.name")
+        model = load_model(settings, name=source, setting="teacher.name")
     except (RlvrError, OSError, ValueError) as e:
         raise RlvrError(f"Could not load the teacher (teacher.name={t.name}): {e}") from None
     if (why := tokenizer_mismatch(student_tokenizer, tokenizer)) is not None:
