@@ -442,7 +442,8 @@ def test_a_judge_or_reward_model_that_is_not_there_is_named_by_its_own_setting(t
     from rlvr.rewards.reward_model import load_reward_model
 
     missing = str(tmp_path / "no-judge")
-    with pytest.raises(RlvrError, match=f"^judge args.model '{missing}' does not exist"):
+    with pytest.raises(RlvrError, match=f"^judge args.model '{missing}' does not exist") as raised:
         Judge(JudgeSettings(model=missing))  # not "model.name": that is the policy's
+    assert "'tiny'" not in str(raised.value)  # a random tiny model is offered to the policy only
     with pytest.raises(RlvrError, match="^reward_model args.model '.*' does not exist"):
         load_reward_model(str(tmp_path / "no-rm"), "float32", "cpu")

@@ -144,8 +144,9 @@ def _check_local(name: str, setting: str = "model.name") -> None:
     if not p.is_dir():
         raise RlvrError(
             f"{setting} '{name}' does not exist. Give an existing directory saved with save_pretrained "
-            f"(config.json + weights), a .gguf file, a packaged model ({', '.join(PACKAGED)}), a hub name like "
-            f"'Qwen/Qwen2.5-0.5B-Instruct', or 'tiny'."
+            f"(config.json + weights), a .gguf file, a packaged model ({', '.join(PACKAGED)}), "
+            + ("a hub name like 'Qwen/Qwen2.5-0.5B-Instruct', or 'tiny'." if setting == "model.name" else
+               "or a hub name like 'Qwen/Qwen2.5-0.5B-Instruct'.")
         )
     if not (p / "config.json").is_file():
         raise RlvrError(f"{setting} '{name}' is a directory without config.json; point it at a saved HF model "
