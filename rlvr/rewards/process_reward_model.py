@@ -53,7 +53,8 @@ def load_process_reward_model(name: str, head: str, dtype: str, device: str) -> 
     tokenizer = load_tokenizer(name, setting="rewards.step_reward.args.model")
     if model.config.pad_token_id is None:
         model.config.pad_token_id = tokenizer.pad_token_id
-    return model.to(resolve_device(device, "rewards.step_reward.args.device")).eval().requires_grad_(False), tokenizer, head
+    model = model.to(resolve_device(device, "rewards.step_reward.args.device"))
+    return model.eval().requires_grad_(False), tokenizer, head
 
 
 def head_scores(logits, how: str, label: int | None) -> list[float]:

@@ -144,15 +144,12 @@ def trained_tokens(example: Example) -> int:
 def accumulate_sft_loss(model, examples: list[Example], pad_id: int, micro_batch_size: int) -> float:
     """Backpropagate the batch's mean cross-entropy over its trained target tokens, `micro_batch_size` sequences at a
     time: each micro-batch's mean weighted by its share of the batch's target tokens, so the accumulated gradient is
-    the whole batch's up to float rounding. Returns the batch's loss."""
-    if micro_batch_size >= len(examples):
-        loss = sft_loss(model, examples, pad_id)
-        loss.backward()
-        return loss.item()
+    the whole batch's up to float rounding (one micro-batch: its share is 1). Returns the batch's loss; a batch with
+    no trained token backpropagates nothing."""
     total, loss = sum(trained_tokens(e) for e in examples), 0.0
     for start in range(0, len(examples), micro_batch_size):
         micro = examples[start : start + micro_batch_size]
-        share = sum(trained_tokens(e) for e in micro) / total
+        share = sum(trained_tokens(e) for e in micro) / total if total else 0.0
         if share:
             part = sft_loss(model, micro, pad_id) * share
             part.backward()

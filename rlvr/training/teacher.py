@@ -103,7 +103,8 @@ def load_teacher(cfg: RunConfig, student_tokenizer: PreTrainedTokenizerBase, wra
     model = model.eval().requires_grad_(False)
     with out_of_memory(f"loading the teacher (teacher.name={t.name})", "put it on another device (teacher.device) "
                        "or load it in half precision (teacher.dtype=bfloat16)"):
-        model = wrap_on_policy_device(model) if t.device == "policy" else model.to(resolve_device(t.device, "teacher.device"))
+        model = (wrap_on_policy_device(model) if t.device == "policy"
+                 else model.to(resolve_device(t.device, "teacher.device")))
     return Teacher(model=model, name=t.name, device=next(model.parameters()).device,
                    micro_batch_size=t.micro_batch_size or cfg.optim.micro_batch_size,
                    share_prompts=cfg.optim.share_prompt_forward and shares_prompt_forward(model))
